@@ -1,0 +1,5 @@
+"""``python -m arrayio`` runs the ``arrayio`` command."""
+
+from .cli import main
+
+main()

@@ -1,0 +1,409 @@
+"""The shared binary layer: declared records, bounds-checked sources, an
+aligned streaming writer and atomic writes.
+
+Every format module builds on these four pieces instead of hand-writing
+``struct`` offsets, bounds checks, padding loops or temp-file dances.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import mmap
+import os
+import struct
+import tempfile
+from collections import namedtuple
+from pathlib import Path
+from typing import IO, Any, BinaryIO, Iterator, Sequence, Union
+
+import numpy as np
+
+from .errors import ErrorKinds
+
+__all__ = [
+    "Record",
+    "Source",
+    "Writer",
+    "atomic_write",
+    "output_stream",
+    "is_path",
+    "fsync_dir",
+    "round_up",
+    "read_exactly",
+    "U64_MAX",
+]
+
+PathLike = Union[str, bytes, os.PathLike]
+U64_MAX = 2**64 - 1
+
+# Field codes of a Record: numpy-style little-endian scalars, "Ns" byte
+# strings and "Nx" runs of reserved bytes (kept as bytes when named).
+_SCALARS = {
+    "u1": ("B", "u1"), "i1": ("b", "i1"),
+    "<u2": ("H", "<u2"), "<i2": ("h", "<i2"),
+    "<u4": ("I", "<u4"), "<i4": ("i", "<i4"),
+    "<u8": ("Q", "<u8"), "<i8": ("q", "<i8"),
+    "<f4": ("f", "<f4"), "<f8": ("d", "<f8"),
+}
+
+
+def round_up(value: int, alignment: int) -> int:
+    """The smallest multiple of ``alignment`` that is >= ``value``."""
+    return -(-value // alignment) * alignment
+
+
+def is_path(target: Any) -> bool:
+    """True for the things we treat as a file-system path (str, bytes, PathLike)."""
+    return isinstance(target, (str, bytes, os.PathLike))
+
+
+class Record:
+    """A fixed-size little-endian record declared once as (field, type) pairs.
+
+    From the declaration come ``pack``, ``unpack``/``read`` (a namedtuple of
+    the named fields), ``read_array`` (a zero-copy numpy structured view of N
+    consecutive records) and ``offset_of`` for error messages.
+    """
+
+    def __init__(self, name: str, fields: Sequence[tuple[str | None, str]], size: int | None = None) -> None:
+        self.name = name
+        struct_codes = ["<"]
+        names: list[str] = []
+        formats: list[Any] = []
+        offsets: list[int] = []
+        self.offsets: dict[str, int] = {}
+        self.widths: dict[str, int] = {}
+        position = 0
+        for index, (field, code) in enumerate(fields):
+            if code in _SCALARS:
+                struct_code, dtype_code = _SCALARS[code]
+                width = np.dtype(dtype_code).itemsize
+            elif code.endswith(("s", "x")) and code[:-1].isdigit():
+                width = int(code[:-1])
+                named = field is not None
+                struct_code = f"{width}s" if (code.endswith("s") or named) else f"{width}x"
+                dtype_code = f"V{width}"
+            else:
+                raise ValueError(f"{name}: unknown field type {code!r}")
+            if field is not None:
+                self.offsets[field] = position
+                self.widths[field] = width
+                names.append(field)
+                formats.append(dtype_code)
+                offsets.append(position)
+            struct_codes.append(struct_code)
+            position += width
+        if size is not None and size != position:
+            raise ValueError(f"{name}: fields add up to {position} bytes, declared {size}")
+        self.size = position
+        self.fields = tuple(names)
+        self._struct = struct.Struct("".join(struct_codes))
+        self.tuple_type = namedtuple(name.title().replace(" ", "").replace("-", ""), names)  # type: ignore[misc]
+        self.dtype = np.dtype({"names": names, "formats": formats, "offsets": offsets, "itemsize": position})
+
+    def __repr__(self) -> str:
+        return f"Record({self.name!r}, size={self.size})"
+
+    def offset_of(self, field: str, base: int = 0, index: int = 0) -> int:
+        """Absolute byte offset of ``field`` in record ``index`` of a table at ``base``."""
+        return base + index * self.size + self.offsets[field]
+
+    def pack(self, **values: Any) -> bytes:
+        """Encode one record; fields not given are zero (or zero bytes)."""
+        unknown = set(values) - set(self.fields)
+        if unknown:
+            raise TypeError(f"{self.name}: no fields {sorted(unknown)}")
+        ordered = []
+        for field in self.fields:
+            value = values.get(field)
+            if value is None:
+                value = b"" if self.dtype.fields[field][0].kind == "V" else 0
+            ordered.append(value)
+        return self._struct.pack(*ordered)
+
+    def unpack(self, buffer: Any, offset: int = 0) -> Any:
+        """Decode one record from ``buffer`` at ``offset`` (caller guarantees the length)."""
+        return self.tuple_type._make(self._struct.unpack_from(buffer, offset))
+
+    def read(self, source: "Source", offset: int) -> Any:
+        """Decode one record from ``source`` at ``offset``, bounds-checked."""
+        return self.unpack(source.view(offset, self.size, self.name))
+
+    def read_array(self, source: "Source", offset: int, count: int, what: str | None = None) -> np.ndarray:
+        """A read-only structured view of ``count`` records at ``offset``, bounds-checked."""
+        what = what or f"{self.name} table ({count} entries)"
+        return source.array(offset, count, self.dtype, what)
+
+    def empty(self, count: int) -> np.ndarray:
+        """A zeroed structured array of ``count`` records, to fill and write in one call."""
+        return np.zeros(count, dtype=self.dtype)
+
+    def nonzero_reserved(self, buffer: Any, offset: int = 0) -> list[str]:
+        """Names of fields starting with ``reserved`` or ``padding`` that hold non-zero bytes."""
+        record = self.unpack(buffer, offset)
+        return [
+            field
+            for field in self.fields
+            if field.startswith(("reserved", "padding")) and any(bytes(getattr(record, field)))
+        ]
+
+
+class Source:
+    """A read-only, bounds-checked view over the bytes of a file or buffer.
+
+    ``Source.open`` maps a local path (zero copy), wraps bytes-like data, or
+    reads a seekable file object in ranges. Every access names what it reads,
+    so a short file raises a TruncatedError that says which field ran out.
+    """
+
+    def __init__(self, data: Any, errors: ErrorKinds, *, name: str = "<buffer>", base: int = 0,
+                 size: int | None = None, fileobj: IO[bytes] | None = None) -> None:
+        self.errors = errors
+        self.name = name
+        self._map = data if isinstance(data, mmap.mmap) else None
+        self._buffer = memoryview(data).cast("B") if data is not None else None
+        self._file = fileobj
+        self._base = base
+        if size is None:
+            size = len(self._buffer) - base if self._buffer is not None else 0
+        self.size = size
+        self.closed = False
+
+    @classmethod
+    def open(cls, target: Any, errors: ErrorKinds) -> "Source":
+        """Map a str/PathLike path, wrap bytes-like data (bytes are data here, not a path),
+        or read a seekable binary file object in ranges."""
+        if isinstance(target, (bytes, bytearray, memoryview)):
+            return cls(target, errors)
+        if isinstance(target, (str, os.PathLike)):
+            with open(target, "rb") as handle:
+                return cls.from_fd(handle.fileno(), errors, name=os.fsdecode(target))
+        if isinstance(target, np.ndarray):
+            return cls(target.view(np.uint8).reshape(-1), errors)
+        if hasattr(target, "read") and hasattr(target, "seek"):
+            start = target.tell()
+            end = target.seek(0, io.SEEK_END)
+            target.seek(start)
+            return cls(None, errors, name=getattr(target, "name", "<stream>"), base=start,
+                       size=end - start, fileobj=target)
+        raise TypeError(f"expected a path, bytes or a binary file object, got {type(target).__name__}")
+
+    @classmethod
+    def from_fd(cls, fd: int, errors: ErrorKinds, name: str = "<fd>") -> "Source":
+        """Map the whole file behind ``fd`` read-only (an empty file becomes an empty buffer)."""
+        length = os.fstat(fd).st_size
+        if length == 0:
+            return cls(b"", errors, name=name)
+        return cls(mmap.mmap(fd, 0, access=mmap.ACCESS_READ), errors, name=name)
+
+    def __enter__(self) -> "Source":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def is_mapped(self) -> bool:
+        """True when views are zero-copy slices of a memory map."""
+        return self._map is not None
+
+    def close(self) -> None:
+        """Release the map; views handed out keep their pages alive until dropped."""
+        if self.closed:
+            return
+        self.closed = True
+        self._buffer = None
+        if self._map is not None:
+            with contextlib.suppress(BufferError):
+                self._map.close()
+            self._map = None
+
+    def check(self, offset: int, length: int, what: str) -> None:
+        """Raise unless ``[offset, offset + length)`` lies inside the data (no overflow)."""
+        if offset < 0 or length < 0 or offset > U64_MAX or length > U64_MAX:
+            raise self.errors.invalid(what, offset, "an offset and length in 0..2**64-1",
+                                      f"offset {offset}, length {length}")
+        if offset + length > self.size:
+            raise self.errors.truncated_at(what, offset, length, self.size)
+
+    def view(self, offset: int, length: int, what: str) -> memoryview:
+        """``length`` bytes at ``offset`` as a read-only memoryview (a copy for file objects)."""
+        self.check(offset, length, what)
+        if self._buffer is not None:
+            return self._buffer[offset:offset + length].toreadonly()
+        if self._file is None:
+            raise ValueError("I/O operation on a closed source")
+        self._file.seek(self._base + offset)
+        data = self._file.read(length)
+        if len(data) != length:
+            raise self.errors.truncated_at(what, offset, length, offset + len(data))
+        return memoryview(data)
+
+    def array(self, offset: int, count: int, dtype: Any, what: str) -> np.ndarray:
+        """``count`` elements of ``dtype`` at ``offset``: a read-only numpy view, bounds-checked."""
+        dtype = np.dtype(dtype)
+        if count < 0 or count > U64_MAX:
+            raise self.errors.invalid(what, offset, "an element count in 0..2**64-1", count)
+        data = self.view(offset, count * dtype.itemsize, what)
+        result = np.frombuffer(data, dtype=dtype, count=count)
+        result.flags.writeable = False
+        return result
+
+
+def _contiguous_bytes(array: np.ndarray) -> memoryview:
+    return memoryview(np.ascontiguousarray(array)).cast("B")
+
+
+class Writer:
+    """Writes to a binary stream, tracking the position itself (pipes have none).
+
+    Buffers go to the stream as memoryviews, never through an intermediate
+    ``bytes``; ``pad_to`` aligns with zero bytes; ``reserve``/``patch`` let a
+    format write a header placeholder and fill it in at the end (seekable
+    streams only).
+    """
+
+    _ZEROS = bytes(4096)
+
+    def __init__(self, stream: BinaryIO, position: int = 0) -> None:
+        self.stream = stream
+        self.position = position
+        self._origin = None
+        with contextlib.suppress(OSError, AttributeError, ValueError):
+            if stream.seekable():
+                self._origin = stream.tell() - position
+
+    def write(self, data: Any) -> int:
+        """Write a bytes-like object or numpy array (little-endian as given) without copying."""
+        if isinstance(data, np.ndarray):
+            view = _contiguous_bytes(data)
+        else:
+            view = memoryview(data).cast("B")
+        remaining = view
+        while remaining:
+            written = self.stream.write(remaining)
+            if written is None:
+                raise BlockingIOError("non-blocking stream not supported")
+            remaining = remaining[written:]
+        self.position += len(view)
+        return len(view)
+
+    def write_array(self, array: np.ndarray, chunk_bytes: int = 1 << 24) -> int:
+        """Write an array's elements little-endian; big-endian input is swapped in bounded chunks."""
+        if array.dtype.byteorder != ">" or array.dtype.itemsize == 1:
+            return self.write(array)
+        little = array.dtype.newbyteorder("<")
+        flat = array.reshape(-1)
+        step = max(1, chunk_bytes // array.dtype.itemsize)
+        total = 0
+        for start in range(0, flat.size, step):
+            total += self.write(flat[start:start + step].astype(little))
+        return total
+
+    def zeros(self, count: int) -> None:
+        """Write ``count`` zero bytes."""
+        while count > 0:
+            step = min(count, len(self._ZEROS))
+            self.write(self._ZEROS[:step])
+            count -= step
+
+    def pad_to(self, alignment: int) -> int:
+        """Write zero bytes up to the next multiple of ``alignment``; returns the new position."""
+        self.zeros(round_up(self.position, alignment) - self.position)
+        return self.position
+
+    def reserve(self, length: int) -> int:
+        """Write ``length`` zero bytes to patch later; returns their position."""
+        position = self.position
+        self.zeros(length)
+        return position
+
+    def patch(self, position: int, data: bytes) -> None:
+        """Overwrite bytes written earlier at ``position`` and return to the end."""
+        if self._origin is None:
+            raise io.UnsupportedOperation("patching needs a seekable stream")
+        self.stream.seek(self._origin + position)
+        self.stream.write(data)
+        self.stream.seek(self._origin + self.position)
+
+
+def fsync_dir(folder: PathLike) -> None:
+    """fsync a directory so a rename inside it is durable (no-op where unsupported)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _creation_mode() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+@contextlib.contextmanager
+def atomic_write(path: PathLike, buffering: int = -1) -> Iterator[BinaryIO]:
+    """Write a new file under ``path`` crash-safely: temp file in the same folder,
+    flush, fsync, rename over the target, fsync the folder. On error the
+    target is untouched and the temp file removed."""
+    target = Path(os.fsdecode(path))
+    folder = target.parent if str(target.parent) else Path(".")
+    fd, temp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+    try:
+        os.fchmod(fd, _creation_mode())
+        with os.fdopen(fd, "wb", buffering=buffering) as stream:
+            yield stream
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temp_name, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp_name)
+        raise
+    fsync_dir(folder)
+
+
+@contextlib.contextmanager
+def output_stream(target: Any) -> Iterator[BinaryIO]:
+    """A binary stream for a path (atomic write), an int fd (left open) or a file object."""
+    if is_path(target):
+        with atomic_write(target) as stream:
+            yield stream
+    elif isinstance(target, int) and not isinstance(target, bool):
+        with os.fdopen(target, "wb", closefd=False, buffering=0) as stream:
+            yield stream
+    elif hasattr(target, "write"):
+        yield target
+        with contextlib.suppress(AttributeError, OSError, ValueError):
+            target.flush()
+    else:
+        raise TypeError(f"expected a path, file descriptor or binary file object, got {type(target).__name__}")
+
+
+def read_exactly(stream: Any, length: int, errors: ErrorKinds, what: str, offset: int = 0) -> memoryview:
+    """Read ``length`` bytes from a (possibly non-seekable) stream in linear time.
+
+    The buffer grows geometrically with what actually arrives, so a header
+    that claims a huge length cannot make us allocate more than the stream
+    holds; a short read raises TruncatedError naming ``what``.
+    """
+    buffer = bytearray(min(length, 1 << 20))
+    filled = 0
+    while filled < length:
+        if filled == len(buffer):
+            buffer.extend(bytes(min(length, 2 * len(buffer)) - len(buffer)))
+        view = memoryview(buffer)[filled:]
+        if hasattr(stream, "readinto"):
+            count = stream.readinto(view)
+        else:
+            chunk = stream.read(len(view))
+            count = len(chunk) if chunk else 0
+            view[:count] = chunk or b""
+        view.release()
+        if not count:
+            raise errors.truncated_at(what, offset, length, offset + filled)
+        filled += count
+    return memoryview(buffer)

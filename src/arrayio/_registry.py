@@ -1,0 +1,120 @@
+"""Format name -> module, and detection by magic bytes.
+
+Every format module named here offers the same small protocol, which the
+top-level functions and the generic CLI commands use:
+
+    open(path)               -> the format's reader object
+    info(path)               -> dict of JSON-friendly facts about the file
+    validate(path)           -> list[str] of problems (empty = valid)
+    entries(path)            -> list[dict] with at least "name" (for `arrayio ls`)
+    cat(path, name)          -> iterator of text lines (for `arrayio cat`)
+    demo(folder)             -> Path of a small sample file it wrote, read back and checked
+
+``load(path)`` / ``dump(mapping, path)`` are also offered by the formats whose
+model is a mapping of names to arrays (``model == "mapping"``), which is what
+``arrayio convert`` needs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from .errors import FormatError, UnsupportedError
+
+__all__ = ["FormatSpec", "FORMATS", "detect", "module_for", "available_formats", "format_for_extension"]
+
+
+@dataclass(frozen=True)
+class FormatSpec:
+    """What the registry knows of a format before importing its module."""
+
+    name: str
+    module: str
+    magic: bytes
+    extensions: tuple[str, ...]
+    model: str
+    description: str
+
+
+FORMATS: dict[str, FormatSpec] = {
+    spec.name: spec
+    for spec in (
+        FormatSpec("kastore", "arrayio.kastore", b"\x89KAS\r\n\x1a\n", (".kas",), "mapping",
+                   "kastore 1.0: key -> 1-D array"),
+        FormatSpec("kast", "arrayio.kast", b"KAST", (".kast",), "mapping",
+                   "KAST draft layout: key -> 1-D array"),
+        FormatSpec("bloscpack", "arrayio.bloscpack", b"blpk", (".blp",), "array",
+                   "bloscpack 3: one Blosc-compressed array or byte stream"),
+        FormatSpec("kdb", "arrayio.kdb", b"KINO", (".kdb",), "episodes",
+                   "kdb (KINO) 0.1: robot-learning episodes"),
+        FormatSpec("pycauset", "arrayio.pycauset", b"PYCAUSET", (".pycauset",), "matrix",
+                   "pycauset container 1: one matrix + typed metadata"),
+    )
+}
+
+_LONGEST_MAGIC = max(len(spec.magic) for spec in FORMATS.values())
+
+
+def _head(target: Any) -> bytes:
+    if isinstance(target, (bytes, bytearray, memoryview)):
+        return bytes(target[:_LONGEST_MAGIC])
+    if isinstance(target, (str, os.PathLike)) or isinstance(target, bytes):
+        with open(target, "rb") as handle:
+            return handle.read(_LONGEST_MAGIC)
+    if hasattr(target, "read") and hasattr(target, "seek"):
+        position = target.tell()
+        try:
+            return target.read(_LONGEST_MAGIC)
+        finally:
+            target.seek(position)
+    raise TypeError(f"expected a path, bytes or a seekable binary file, got {type(target).__name__}")
+
+
+def detect(target: Any) -> str | None:
+    """Name the format of a path, bytes or seekable file from its magic bytes (None if unknown)."""
+    head = _head(target)
+    for spec in FORMATS.values():
+        if head.startswith(spec.magic):
+            return spec.name
+    return None
+
+
+def module_for(name: str) -> ModuleType:
+    """Import and return the module of format ``name``."""
+    if name not in FORMATS:
+        raise UnsupportedError(f"unknown format {name!r}; known: {', '.join(FORMATS)}")
+    return importlib.import_module(FORMATS[name].module)
+
+
+def available_formats() -> list[str]:
+    """Names of the formats whose modules import in this installation."""
+    names = []
+    for name in FORMATS:
+        try:
+            module_for(name)
+        except ImportError:
+            continue
+        names.append(name)
+    return names
+
+
+def format_for_extension(path: Any) -> str:
+    """The format that owns the extension of ``path`` (for writing new files)."""
+    suffix = os.path.splitext(os.fsdecode(path))[1].lower()
+    for spec in FORMATS.values():
+        if suffix in spec.extensions:
+            return spec.name
+    raise UnsupportedError(f"no format uses the extension {suffix or '(none)'!r} of {os.fsdecode(path)}")
+
+
+def module_of_file(target: Any) -> ModuleType:
+    """The module of the format detected in ``target``; a clear error when nothing matches."""
+    name = detect(target)
+    if name is None:
+        shown = os.fsdecode(target) if isinstance(target, (str, bytes, os.PathLike)) else "data"
+        raise FormatError(f"{shown}: not a file of any known format (magic bytes {_head(target)[:8].hex(' ') or 'none'})")
+    return module_for(name)

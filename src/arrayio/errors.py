@@ -1,0 +1,156 @@
+"""The one exception hierarchy of arrayio.
+
+    ArrayIOError
+      FormatError                 the bytes are not a valid file of the format
+        TruncatedError            a range runs past the end of the data
+        ChecksumError             a stored checksum does not match the bytes
+        VersionError
+          VersionTooOldError
+          VersionTooNewError
+      UnsupportedError            valid request we cannot honour (dtype, codec, ...)
+
+Format modules that mirror a reference package define that package's exception
+names as subclasses of these (kastore's ``FileFormatError`` is a
+``FormatError``), and describe them to the shared binary layer with an
+:class:`ErrorKinds`, so that errors raised deep in ``_binary`` carry both
+identities.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "ArrayIOError",
+    "FormatError",
+    "TruncatedError",
+    "ChecksumError",
+    "VersionError",
+    "VersionTooOldError",
+    "VersionTooNewError",
+    "UnsupportedError",
+    "ErrorKinds",
+    "describe",
+]
+
+
+def describe(value: Any) -> str:
+    """Render an expected/found value for an error message (bytes as hex)."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        raw = bytes(value)
+        shown = raw[:16].hex(" ")
+        return shown + (" ..." if len(raw) > 16 else "") if raw else "no bytes"
+    return str(value)
+
+
+class ArrayIOError(Exception):
+    """Base class of every error arrayio raises on purpose."""
+
+
+class FormatError(ArrayIOError, ValueError):
+    """The data is not a valid file of the format; the message says where and why.
+
+    Built either from a ready message or from its parts, which are also kept
+    as attributes: ``format``, ``field``, ``offset`` (absolute byte offset),
+    ``expected`` and ``found``.
+    """
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        format: str | None = None,
+        field: str | None = None,
+        offset: int | None = None,
+        expected: Any = None,
+        found: Any = None,
+    ) -> None:
+        self.format = format
+        self.field = field
+        self.offset = offset
+        self.expected = expected
+        self.found = found
+        if message is None:
+            message = self._compose()
+        super().__init__(message)
+
+    def _compose(self) -> str:
+        parts = [f"{self.format or 'file'}:"]
+        if self.field is not None:
+            parts.append(self.field)
+        if self.offset is not None:
+            parts.append(f"at byte {self.offset}")
+        text = " ".join(parts)
+        if self.expected is not None:
+            text += f": expected {describe(self.expected)}"
+            if self.found is not None:
+                text += f", found {describe(self.found)}"
+        elif self.found is not None:
+            text += f": found {describe(self.found)}"
+        return text
+
+
+class TruncatedError(FormatError):
+    """A header, table or payload range runs past the end of the data."""
+
+
+class ChecksumError(FormatError):
+    """A stored checksum does not match the bytes it covers."""
+
+
+class VersionError(FormatError):
+    """The file's format version is not one this reader handles."""
+
+
+class VersionTooOldError(VersionError):
+    """The file's major version predates the versions we read."""
+
+
+class VersionTooNewError(VersionError):
+    """The file's major version is newer than the versions we read."""
+
+
+class UnsupportedError(ArrayIOError, ValueError):
+    """A valid request that this format or build cannot honour."""
+
+
+@dataclass(frozen=True)
+class ErrorKinds:
+    """The exception classes one format raises, plus its name for messages.
+
+    The defaults are arrayio's own classes; a format that mirrors a reference
+    package passes its compatibility subclasses instead.
+    """
+
+    format: str
+    format_error: type[FormatError] = FormatError
+    truncated: type[FormatError] = TruncatedError
+    checksum: type[FormatError] = ChecksumError
+    too_old: type[FormatError] = VersionTooOldError
+    too_new: type[FormatError] = VersionTooNewError
+
+    def invalid(self, field: str, offset: int | None, expected: Any, found: Any = None) -> FormatError:
+        """A FormatError naming this format, the field, its byte offset and the expectation."""
+        return self.format_error(format=self.format, field=field, offset=offset, expected=expected, found=found)
+
+    def truncated_at(self, what: str, offset: int, length: int, available: int) -> FormatError:
+        """A TruncatedError for ``length`` bytes of ``what`` at ``offset`` when only ``available`` exist."""
+        return self.truncated(
+            f"{self.format}: {what} at byte {offset}: expected {length} bytes "
+            f"(up to byte {offset + length}), the data ends at byte {available}",
+            format=self.format,
+            field=what,
+            offset=offset,
+            expected=f"{length} bytes",
+            found=f"{max(0, available - offset)} bytes",
+        )
+
+    def checksum_mismatch(self, field: str, offset: int, expected: Any, found: Any) -> FormatError:
+        """A ChecksumError for ``field`` at ``offset``."""
+        return self.checksum(format=self.format, field=field, offset=offset, expected=expected, found=found)
+
+    def version(self, field: str, offset: int, supported: Any, found: int, newer: bool) -> FormatError:
+        """A version error: too new when ``newer`` else too old."""
+        cls = self.too_new if newer else self.too_old
+        return cls(format=self.format, field=field, offset=offset, expected=supported, found=found)

@@ -1,0 +1,45 @@
+"""Fixtures shared by every test folder."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+TESTDATA = SHARED / "testdata"
+
+
+def _entry_point() -> list[str]:
+    script = Path(sys.executable).with_name("arrayio")
+    if script.exists():
+        return [str(script)]
+    found = shutil.which("arrayio")
+    return [found] if found else [sys.executable, "-m", "arrayio"]
+
+
+def run_cli(*args: str, cwd: str | os.PathLike | None = None, input: bytes | None = None) -> subprocess.CompletedProcess:
+    """Run the real ``arrayio`` console script with this checkout's sources first on the path."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return subprocess.run([*_entry_point(), *map(str, args)], capture_output=True, cwd=cwd, env=env,
+                          input=input, timeout=300)
+
+
+@pytest.fixture
+def cli():
+    """The ``run_cli`` helper as a fixture."""
+    return run_cli
+
+
+@pytest.fixture(scope="session")
+def testdata() -> Path:
+    """The upstream test vectors in ../shared/testdata (never copied into the repo)."""
+    if not TESTDATA.is_dir():
+        pytest.skip("../shared/testdata is not next to this checkout")
+    return TESTDATA
