@@ -11,11 +11,12 @@ import contextlib
 import io
 import mmap
 import os
+import stat
 import struct
 import tempfile
 from collections import namedtuple
 from pathlib import Path
-from typing import IO, Any, BinaryIO, Iterator, Sequence, Union
+from typing import IO, Any, BinaryIO, Iterable, Iterator, Sequence, Union
 
 import numpy as np
 
@@ -158,22 +159,23 @@ class Source:
     """
 
     def __init__(self, data: Any, errors: ErrorKinds, *, name: str = "<buffer>", base: int = 0,
-                 size: int | None = None, fileobj: IO[bytes] | None = None) -> None:
+                 size: int | None = None, fileobj: IO[bytes] | None = None,
+                 mapping: mmap.mmap | None = None) -> None:
         self.errors = errors
         self.name = name
-        self._map = data if isinstance(data, mmap.mmap) else None
-        self._buffer = memoryview(data).cast("B") if data is not None else None
+        self._map = mapping if mapping is not None else (data if isinstance(data, mmap.mmap) else None)
+        self._buffer = memoryview(data).cast("B")[base:].toreadonly() if data is not None else None
         self._file = fileobj
         self._base = base
         if size is None:
-            size = len(self._buffer) - base if self._buffer is not None else 0
+            size = len(self._buffer) if self._buffer is not None else 0
         self.size = size
         self.closed = False
 
     @classmethod
     def open(cls, target: Any, errors: ErrorKinds) -> "Source":
         """Map a str/PathLike path, wrap bytes-like data (bytes are data here, not a path),
-        or read a seekable binary file object in ranges."""
+        or read a seekable binary file object in ranges from its current position."""
         if isinstance(target, (bytes, bytearray, memoryview)):
             return cls(target, errors)
         if isinstance(target, (str, os.PathLike)):
@@ -190,18 +192,28 @@ class Source:
         raise TypeError(f"expected a path, bytes or a binary file object, got {type(target).__name__}")
 
     @classmethod
-    def from_fd(cls, fd: int, errors: ErrorKinds, name: str = "<fd>") -> "Source":
-        """Map the whole file behind ``fd`` read-only (an empty file becomes an empty buffer)."""
+    def from_fd(cls, fd: int, errors: ErrorKinds, name: str = "<fd>", start: int = 0) -> "Source":
+        """Map the file behind ``fd`` read-only; offsets count from byte ``start`` of the file.
+
+        An empty file (or ``start`` at its end) becomes an empty buffer: mmap
+        cannot map zero bytes.
+        """
         length = os.fstat(fd).st_size
-        if length == 0:
+        if length <= start:
             return cls(b"", errors, name=name)
-        return cls(mmap.mmap(fd, 0, access=mmap.ACCESS_READ), errors, name=name)
+        mapping = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+        return cls(mapping, errors, name=name, base=start, mapping=mapping)
 
     def __enter__(self) -> "Source":
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    @property
+    def buffer(self) -> memoryview | None:
+        """The whole read-only buffer (None for ranged file objects); callers must have checked ranges."""
+        return self._buffer
 
     @property
     def is_mapped(self) -> bool:
@@ -231,7 +243,7 @@ class Source:
         """``length`` bytes at ``offset`` as a read-only memoryview (a copy for file objects)."""
         self.check(offset, length, what)
         if self._buffer is not None:
-            return self._buffer[offset:offset + length].toreadonly()
+            return self._buffer[offset:offset + length]
         if self._file is None:
             raise ValueError("I/O operation on a closed source")
         self._file.seek(self._base + offset)
@@ -245,10 +257,11 @@ class Source:
         dtype = np.dtype(dtype)
         if count < 0 or count > U64_MAX:
             raise self.errors.invalid(what, offset, "an element count in 0..2**64-1", count)
-        data = self.view(offset, count * dtype.itemsize, what)
-        result = np.frombuffer(data, dtype=dtype, count=count)
-        result.flags.writeable = False
-        return result
+        if self._buffer is None:
+            data = self.view(offset, count * dtype.itemsize, what)
+            return np.frombuffer(data, dtype=dtype, count=count)
+        self.check(offset, count * dtype.itemsize, what)
+        return np.frombuffer(self._buffer, dtype=dtype, count=count, offset=offset)
 
 
 def _contiguous_bytes(array: np.ndarray) -> memoryview:
@@ -300,6 +313,34 @@ class Writer:
         for start in range(0, flat.size, step):
             total += self.write(flat[start:start + step].astype(little))
         return total
+
+    def write_aligned_arrays(self, arrays: Iterable[np.ndarray], alignment: int,
+                             small: int = 1 << 16, batch: int = 1 << 22) -> None:
+        """Write arrays one after another, each little-endian at the next multiple of ``alignment``.
+
+        Small arrays are gathered into one staging buffer per ``batch`` bytes
+        (one write call instead of thousands); large ones go straight to the
+        stream from the caller's memory.
+        """
+        staged = bytearray()
+        for array in arrays:
+            padding = -(self.position + len(staged)) % alignment
+            if array.nbytes < small:
+                if array.dtype.byteorder == ">":
+                    array = array.astype(array.dtype.newbyteorder("<"))
+                staged += self._ZEROS[:padding]
+                staged += _contiguous_bytes(array)
+                if len(staged) >= batch:
+                    self.write(staged)
+                    staged = bytearray()
+            else:
+                if staged:
+                    self.write(staged)
+                    staged = bytearray()
+                self.zeros(padding)
+                self.write_array(array)
+        if staged:
+            self.write(staged)
 
     def zeros(self, count: int) -> None:
         """Write ``count`` zero bytes."""
@@ -383,27 +424,49 @@ def output_stream(target: Any) -> Iterator[BinaryIO]:
         raise TypeError(f"expected a path, file descriptor or binary file object, got {type(target).__name__}")
 
 
-def read_exactly(stream: Any, length: int, errors: ErrorKinds, what: str, offset: int = 0) -> memoryview:
+def _remaining_in_file(stream: Any) -> int | None:
+    """Bytes left after the position of a regular file, or None for pipes and sockets."""
+    try:
+        fd = stream.fileno()
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        return max(0, info.st_size - stream.tell())
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        return None
+
+
+def read_exactly(stream: Any, length: int, errors: ErrorKinds, what: str, offset: int = 0,
+                 prefix: bytes = b"") -> memoryview:
     """Read ``length`` bytes from a (possibly non-seekable) stream in linear time.
 
-    The buffer grows geometrically with what actually arrives, so a header
-    that claims a huge length cannot make us allocate more than the stream
-    holds; a short read raises TruncatedError naming ``what``.
+    Returns ``prefix`` followed by those bytes in one buffer. On a regular
+    file the buffer is sized once from what the file holds; on a pipe it
+    grows geometrically with what actually arrives, so a header that claims a
+    huge length never makes us allocate more than the stream delivers. A
+    short read raises TruncatedError naming ``what``.
     """
-    buffer = bytearray(min(length, 1 << 20))
-    filled = 0
-    while filled < length:
+    remaining = _remaining_in_file(stream)
+    first = min(length, remaining) if remaining is not None else min(length, 1 << 20)
+    buffer = bytearray(len(prefix) + first)
+    buffer[:len(prefix)] = prefix
+    filled = len(prefix)
+    wanted = len(prefix) + length
+    while filled < wanted:
         if filled == len(buffer):
-            buffer.extend(bytes(min(length, 2 * len(buffer)) - len(buffer)))
-        view = memoryview(buffer)[filled:]
-        if hasattr(stream, "readinto"):
-            count = stream.readinto(view)
-        else:
-            chunk = stream.read(len(view))
-            count = len(chunk) if chunk else 0
-            view[:count] = chunk or b""
-        view.release()
+            grown = bytearray(min(wanted, 2 * len(buffer)))
+            grown[:filled] = buffer
+            buffer = grown
+        with memoryview(buffer) as whole:
+            target = whole[filled:]
+            if hasattr(stream, "readinto"):
+                count = stream.readinto(target)
+            else:
+                chunk = stream.read(len(target))
+                count = len(chunk) if chunk else 0
+                target[:count] = chunk or b""
+            target.release()
         if not count:
-            raise errors.truncated_at(what, offset, length, offset + filled)
+            raise errors.truncated_at(what, offset, length, offset + filled - len(prefix))
         filled += count
     return memoryview(buffer)

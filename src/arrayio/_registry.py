@@ -87,7 +87,10 @@ def module_for(name: str) -> ModuleType:
     """Import and return the module of format ``name``."""
     if name not in FORMATS:
         raise UnsupportedError(f"unknown format {name!r}; known: {', '.join(FORMATS)}")
-    return importlib.import_module(FORMATS[name].module)
+    try:
+        return importlib.import_module(FORMATS[name].module)
+    except ImportError as error:
+        raise UnsupportedError(f"format {name!r} is not available in this installation: {error}") from None
 
 
 def available_formats() -> list[str]:
@@ -95,8 +98,10 @@ def available_formats() -> list[str]:
     names = []
     for name in FORMATS:
         try:
-            module_for(name)
-        except ImportError:
+            module = module_for(name)
+        except UnsupportedError:
+            continue
+        if not hasattr(module, "demo"):
             continue
         names.append(name)
     return names

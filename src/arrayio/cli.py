@@ -173,7 +173,7 @@ def convert(source: str, target: str) -> None:
     """Convert SOURCE to TARGET, the target format chosen by TARGET's extension."""
     source_module = _module(source)
     target_name = _guard(lambda: format_for_extension(target))
-    target_module = module_for(target_name)
+    target_module = _guard(lambda: module_for(target_name))
     source_model = FORMATS[source_module.FORMAT_NAME].model
     if source_model != "mapping" or FORMATS[target_name].model != "mapping":
         _fail(f"convert supports key -> array formats only; {source_module.FORMAT_NAME} -> {target_name} "

@@ -1,0 +1,353 @@
+"""The key -> 1-D array model that kastore and the KAST layout share.
+
+Both formats store str keys -> 1-D arrays of the same ten dtypes; only their
+bytes differ. This module holds everything above the byte layout: the dtype
+table, the ``Store`` mapping, preparing a mapping for writing, decoding and
+checking keys, vectorised packing checks, loading from a path / fd / file
+object / pipe, and the rows the CLI prints. A format module supplies a
+:class:`KeyedFormat` (its parser and its stream reader) and keeps its bytes.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import stat
+from collections import namedtuple
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from ._binary import Source, is_path
+from .errors import ErrorKinds, UnsupportedError
+
+__all__ = [
+    "DTYPES", "ITEMSIZES", "ValueInfo", "KeyedIndex", "KeyedFormat", "PreparedItem", "Store",
+    "dtype_code", "prepare", "decode_keys", "running_starts", "first_failure", "aligned",
+    "read_fixed", "load_store", "entry_rows", "value_lines", "sample_data",
+]
+
+# Type code -> little-endian dtype; the code is the index (kastore's codes 0-9).
+DTYPES = tuple(np.dtype(code) for code in ("i1", "u1", "<i2", "<u2", "<i4", "<u4", "<i8", "<u8", "<f4", "<f8"))
+ITEMSIZES = np.array([dtype.itemsize for dtype in DTYPES], dtype=np.uint64)
+_CODE_OF = {(dtype.kind, dtype.itemsize): code for code, dtype in enumerate(DTYPES)}
+
+ValueInfo = namedtuple("ValueInfo", ["dtype", "shape", "size"])
+PreparedItem = namedtuple("PreparedItem", ["key", "code", "array"])
+
+
+def dtype_code(dtype: np.dtype) -> int | None:
+    """The type code of ``dtype`` (either byte order), or None when unsupported."""
+    return _CODE_OF.get((dtype.kind, dtype.itemsize))
+
+
+@dataclass
+class KeyedIndex:
+    """What a format's parser found: keys in file order and where each array lies."""
+
+    header: Any
+    keys: list[str]
+    types: list[int]
+    starts: list[int]
+    lengths: list[int]
+    size: int
+
+
+@dataclass(frozen=True)
+class KeyedFormat:
+    """A byte layout of the key -> array model.
+
+    ``parse(source, key_encoding)`` checks the whole index and returns a
+    KeyedIndex; ``read_store(stream)`` reads exactly one store's bytes from a
+    stream (EOFError at a clean end), for pipes and read_all.
+    """
+
+    name: str
+    errors: ErrorKinds
+    closed_error: type[Exception]
+    parse: Callable[[Source, str], KeyedIndex]
+    read_store: Callable[[Any], memoryview]
+
+
+class Store(Mapping):
+    """A read-only mapping of key -> 1-D numpy array, in file order.
+
+    Arrays are read-only numpy views of the mapped file (or of the in-memory
+    buffer), made on first access. Use as a context manager or call
+    ``close()``; lookups after close raise the format's StoreClosedError,
+    arrays already handed out stay valid.
+    """
+
+    def __init__(self, source: Source, layout: KeyedFormat, key_encoding: str = "utf-8") -> None:
+        self._source: Source | None = source
+        self._layout = layout
+        try:
+            index = layout.parse(source, key_encoding)
+        except BaseException:
+            source.close()
+            raise
+        self.header = index.header
+        self.file_size = index.size
+        self._keys = index.keys
+        self._positions = {key: position for position, key in enumerate(index.keys)}
+        self._types = index.types
+        self._starts = index.starts
+        self._lengths = index.lengths
+        self._arrays: dict[str, np.ndarray] = {}
+
+    def _open_source(self) -> Source:
+        if self._source is None:
+            raise self._layout.closed_error(f"{self._layout.name}: the store is closed")
+        return self._source
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        array = self._arrays.get(key)
+        if array is None:
+            source = self._open_source()
+            position = self._positions[key]
+            dtype = DTYPES[self._types[position]]
+            buffer = source.buffer
+            if buffer is None:
+                array = source.array(self._starts[position], self._lengths[position], dtype,
+                                     f"array {key!r} (item {position})")
+            else:
+                # The parser checked every array range against the store, so no second check here.
+                array = np.frombuffer(buffer, dtype, self._lengths[position], self._starts[position])
+            self._arrays[key] = array
+        return array
+
+    def __iter__(self) -> Iterator[str]:
+        self._open_source()
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        self._open_source()
+        return len(self._keys)
+
+    def __contains__(self, key: object) -> bool:
+        self._open_source()
+        return key in self._positions
+
+    def info(self, key: str) -> ValueInfo:
+        """dtype, shape and size in bytes of ``key``'s array, without touching its data."""
+        self._open_source()
+        position = self._positions[key]
+        dtype = DTYPES[self._types[position]]
+        return ValueInfo(dtype, (self._lengths[position],), self._lengths[position] * dtype.itemsize)
+
+    def extent(self, key: str) -> tuple[int, int]:
+        """Byte offset (from the store's start) and byte length of ``key``'s array."""
+        self._open_source()
+        position = self._positions[key]
+        return self._starts[position], self._lengths[position] * DTYPES[self._types[position]].itemsize
+
+    @property
+    def source(self) -> Source:
+        """The bounds-checked bytes behind the store (for validators)."""
+        return self._open_source()
+
+    def close(self) -> None:
+        """Release the file; arrays handed out keep their pages until dropped."""
+        if self._source is not None:
+            self._source.close()
+            self._source = None
+            self._arrays = {}
+
+    @property
+    def closed(self) -> bool:
+        """True once ``close()`` was called."""
+        return self._source is None
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else f"{len(self._keys)} keys, {self.file_size} bytes"
+        return f"<{self._layout.name}.Store {state}>"
+
+
+# --------------------------------------------------------------------------- checks used by the parsers
+
+def running_starts(lengths: np.ndarray, start: int) -> np.ndarray:
+    """Start offsets of items packed back to back from ``start`` (an exclusive cumulative sum)."""
+    starts = np.empty(lengths.size, dtype=np.uint64)
+    if lengths.size:
+        starts[0] = start
+        np.cumsum(lengths[:-1], dtype=np.uint64, out=starts[1:])
+        starts[1:] += np.uint64(start)
+    return starts
+
+
+def aligned(offsets: np.ndarray, alignment: int) -> np.ndarray:
+    """``offsets`` rounded up to multiples of ``alignment`` (uint64, no Python loop)."""
+    step = np.uint64(alignment)
+    return (offsets + (step - np.uint64(1))) // step * step
+
+
+def first_failure(checks: list[tuple[np.ndarray, Callable[[int], Exception]]]) -> Exception | None:
+    """The error for the lowest item index failing any vectorised check (ties: list order)."""
+    best_index, best = None, None
+    for bad, describe in checks:
+        hits = np.flatnonzero(bad)
+        if hits.size and (best_index is None or hits[0] < best_index):
+            best_index, best = int(hits[0]), describe
+    return None if best is None else best(best_index)
+
+
+def decode_keys(area: bytes, lengths: list[int], area_offset: int, key_encoding: str, errors: ErrorKinds,
+                separator: int = 0) -> list[str]:
+    """Decode keys packed in ``area`` (each followed by ``separator`` extra bytes); unique, decodable."""
+    keys = []
+    seen: dict[str, int] = {}
+    position = 0
+    for index, length in enumerate(lengths):
+        raw = area[position:position + length]
+        try:
+            key = raw.decode(key_encoding)
+        except UnicodeDecodeError as error:
+            raise errors.invalid(f"item {index} key", area_offset + position + error.start,
+                                 f"a {key_encoding} key", raw) from None
+        if key in seen:
+            raise errors.invalid(f"item {index} key", area_offset + position, "unique keys",
+                                 f"{key!r}, already the key of item {seen[key]}")
+        seen[key] = index
+        keys.append(key)
+        position += length + separator
+    return keys
+
+
+# --------------------------------------------------------------------------- loading from anything
+
+def _regular_file_fd(file: Any) -> int | None:
+    """The fd behind ``file`` when it is a regular file we can map, else None."""
+    try:
+        fd = file if isinstance(file, int) else file.fileno()
+        return fd if stat.S_ISREG(os.fstat(fd).st_mode) else None
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        return None
+
+
+def read_fixed(stream: Any, size: int, errors: ErrorKinds, what: str) -> bytes:
+    """The first ``size`` bytes of the next store; EOFError at a clean end of stream."""
+    head = bytearray()
+    while len(head) < size:
+        chunk = stream.read(size - len(head))
+        if not chunk:
+            break
+        head += chunk
+    if not head:
+        raise EOFError("End of file")
+    if len(head) < size:
+        raise errors.truncated_at(what, 0, size, len(head))
+    return bytes(head)
+
+
+def _from_stream(layout: KeyedFormat, stream: Any, key_encoding: str) -> Store:
+    return Store(Source(layout.read_store(stream), layout.errors), layout, key_encoding)
+
+
+def _mapped_at_position(layout: KeyedFormat, fd: int, start: int, key_encoding: str) -> Store:
+    return Store(Source.from_fd(fd, layout.errors, start=start), layout, key_encoding)
+
+
+def load_store(layout: KeyedFormat, file: Any, read_all: bool, key_encoding: str) -> Store:
+    """Load one store from a path, fd or binary file object, as zero-copy as the source allows.
+
+    Regular files are mapped from the current position unless ``read_all``;
+    everything else (pipes, sockets, BytesIO, read_all) reads exactly one
+    store's bytes. A file position is left at the end of the store, so
+    successive calls walk through concatenated stores.
+    """
+    if is_path(file):
+        path = os.fsdecode(file)
+        with io.open(path, "rb") as handle:
+            if read_all:
+                return _from_stream(layout, handle, key_encoding)
+            return Store(Source.from_fd(handle.fileno(), layout.errors, name=path), layout, key_encoding)
+    if isinstance(file, bool) or not (isinstance(file, int) or hasattr(file, "read")):
+        raise TypeError(f"{layout.name}: expected a path, file descriptor or binary file object, "
+                        f"got {type(file).__name__}")
+    if isinstance(file, int):
+        if file < 0:
+            raise ValueError(f"{layout.name}: invalid file descriptor {file}")
+        if not read_all and _regular_file_fd(file) is not None:
+            start = os.lseek(file, 0, os.SEEK_CUR)
+            store = _mapped_at_position(layout, file, start, key_encoding)
+            os.lseek(file, start + store.file_size, os.SEEK_SET)
+            return store
+        with os.fdopen(file, "rb", buffering=0, closefd=False) as stream:
+            return _from_stream(layout, stream, key_encoding)
+    fd = _regular_file_fd(file)
+    if fd is not None and not read_all and hasattr(file, "seek"):
+        if hasattr(file, "flush"):
+            file.flush()
+        start = file.tell()
+        store = _mapped_at_position(layout, fd, start, key_encoding)
+        file.seek(start + store.file_size)
+        return store
+    return _from_stream(layout, file, key_encoding)
+
+
+# --------------------------------------------------------------------------- writing
+
+def prepare(data: Any, key_encoding: str, format_name: str) -> list[PreparedItem]:
+    """Check and encode a mapping for writing: sorted by encoded key bytes, unique, non-empty,
+    1-D arrays of the ten supported dtypes (kept as given: no copy)."""
+    if not isinstance(data, Mapping):
+        raise TypeError(f"{format_name}: data must be a mapping of str -> 1-D array, not {type(data).__name__}")
+    prepared = []
+    for key, value in data.items():
+        if not isinstance(key, str):
+            raise TypeError(f"{format_name}: keys must be str, got {type(key).__name__} {key!r}")
+        encoded = key.encode(key_encoding)
+        if not encoded:
+            raise ValueError(f"{format_name}: empty keys are not allowed")
+        try:
+            array = np.asarray(value)
+        except (ValueError, TypeError) as error:
+            raise ValueError(f"{format_name}: key {key!r}: cannot make an array of "
+                             f"{type(value).__name__}: {error}") from None
+        if array.ndim != 1:
+            raise ValueError(f"{format_name}: key {key!r}: arrays must be 1-D, got shape {array.shape}")
+        dtype = array.dtype
+        code = _CODE_OF.get((dtype.kind, dtype.itemsize))
+        if code is None:
+            raise UnsupportedError(f"{format_name}: key {key!r}: unsupported dtype {array.dtype}; supported are "
+                                   "int8/16/32/64, uint8/16/32/64, float32 and float64")
+        prepared.append(PreparedItem(encoded, code, array))
+    prepared.sort(key=lambda item: item.key)
+    for left, right in zip(prepared, prepared[1:]):
+        if left.key == right.key:
+            raise ValueError(f"{format_name}: duplicate key {left.key.decode(key_encoding)!r} "
+                             f"after {key_encoding} encoding")
+    return prepared
+
+
+# --------------------------------------------------------------------------- what the CLI shows
+
+def entry_rows(store: Store) -> list[dict]:
+    """Rows (name, dtype, shape, nbytes) for the keys of an open store."""
+    rows = []
+    for key in store:
+        value = store.info(key)
+        rows.append({"name": key, "dtype": str(value.dtype.newbyteorder("=")), "shape": list(value.shape),
+                     "nbytes": value.size})
+    return rows
+
+
+def value_lines(store: Store, key: str) -> Iterator[str]:
+    """The values of one key, one per line."""
+    for value in store[key].tolist():
+        yield str(value)
+
+
+def sample_data() -> dict[str, np.ndarray]:
+    """A small mapping covering all ten dtypes, for the demos."""
+    data = {str(dtype.newbyteorder("=")): np.arange(5, dtype=dtype) for dtype in DTYPES}
+    data["float64/linspace"] = np.linspace(0.0, 1.0, 11)
+    return data
