@@ -1,0 +1,120 @@
+"""Camera images: the caller's explicit encodings, JPEG/PNG encode and lazy decode.
+
+The writer never sniffs bytes to decide whether an image is compressed (the
+reference does, and mislabels raw pixels that start like a JPEG); callers give
+raw pixel arrays or :class:`EncodedImage` values that state their encoding.
+On read, a non-zero format byte means "compressed" and the codec is told apart
+by its magic number, as the spec says. JPEG goes through simplejpeg when it is
+installed (several times faster for small frames), everything else through
+Pillow.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+
+import numpy as np
+
+try:
+    import simplejpeg
+except ImportError:  # optional: Pillow decodes JPEG too, only slower
+    simplejpeg = None
+
+JPEG_MAGIC = b"\xff\xd8\xff"
+PNG_MAGIC = b"\x89PNG"
+ENCODINGS = ("jpeg", "png")
+_PILLOW_MODES = {1: "L", 3: "RGB", 4: "RGBA"}
+_PILLOW_FORMATS = {"jpeg": "JPEG", "png": "PNG"}
+
+
+@dataclass(frozen=True)
+class EncodedImage:
+    """Already-compressed image bytes with their encoding stated ("jpeg" or "png").
+
+    ``width``, ``height`` and ``channels`` go into the image record; when left
+    out they are read from the image's own header (not its pixels).
+    """
+
+    data: bytes
+    encoding: str
+    width: int | None = None
+    height: int | None = None
+    channels: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.encoding not in ENCODINGS:
+            raise ValueError(f"kdb: EncodedImage.encoding must be one of {ENCODINGS}, got {self.encoding!r}")
+
+    def with_dimensions(self) -> "EncodedImage":
+        """This image with width, height and channels filled in from its header."""
+        if None not in (self.width, self.height, self.channels):
+            return self
+        from PIL import Image, UnidentifiedImageError
+
+        try:
+            with Image.open(io.BytesIO(self.data)) as image:
+                found = (image.format or "").lower()
+                width, height = image.size
+                channels = len(image.getbands())
+        except (UnidentifiedImageError, OSError, ValueError) as error:
+            raise ValueError(f"kdb: EncodedImage stated as {self.encoding} is not a readable image: {error}") from None
+        if found != self.encoding:
+            raise ValueError(f"kdb: EncodedImage stated as {self.encoding} holds {found or 'unknown'} data")
+        return EncodedImage(self.data, self.encoding, self.width or width, self.height or height,
+                            self.channels or channels)
+
+
+def encode(pixels: np.ndarray, encoding: str, quality: int) -> bytes:
+    """Compress an (H, W, C) uint8 array as JPEG (C = 1 or 3) or PNG (C = 1, 3 or 4)."""
+    channels = pixels.shape[2]
+    if encoding == "jpeg" and simplejpeg is not None:
+        colorspace = "GRAY" if channels == 1 else "RGB"
+        return simplejpeg.encode_jpeg(np.ascontiguousarray(pixels), quality=quality, colorspace=colorspace)
+    from PIL import Image
+
+    image = Image.fromarray(pixels[:, :, 0] if channels == 1 else pixels, _PILLOW_MODES[channels])
+    out = io.BytesIO()
+    options = {"quality": quality} if encoding == "jpeg" else {"compress_level": 1}
+    image.save(out, format=_PILLOW_FORMATS[encoding], **options)
+    return out.getvalue()
+
+
+def can_encode(encoding: str, channels: int) -> bool:
+    """Whether ``encoding`` can hold images with ``channels`` channels."""
+    return channels in ((1, 3) if encoding == "jpeg" else (1, 3, 4))
+
+
+def decode(data: memoryview, width: int, height: int, channels: int) -> np.ndarray:
+    """Decode JPEG/PNG bytes to an (H, W, C) uint8 array, C = ``channels`` when it is 1, 3 or 4 else 3.
+
+    The image's own header must agree with the record's width and height
+    (checked before any pixel buffer is allocated). Raises ValueError for bytes
+    no codec can read or dimensions that disagree.
+    """
+    head = bytes(data[:4])
+    if head.startswith(JPEG_MAGIC) and simplejpeg is not None and channels in (1, 3):
+        try:
+            found_height, found_width = simplejpeg.decode_jpeg_header(data)[:2]
+            _check_size(found_width, found_height, width, height)
+            return simplejpeg.decode_jpeg(data, colorspace="GRAY" if channels == 1 else "RGB")
+        except ValueError:
+            raise
+        except Exception as error:  # simplejpeg reports libjpeg failures as several types
+            raise ValueError(f"{type(error).__name__}: {error}") from None
+    from PIL import Image
+
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            _check_size(image.size[0], image.size[1], width, height)
+            pixels = np.asarray(image.convert(_PILLOW_MODES.get(channels, "RGB")))
+    except ValueError:
+        raise
+    except Exception as error:  # Pillow raises many types (OSError, SyntaxError, DecompressionBombError...)
+        raise ValueError(f"{type(error).__name__}: {error}") from None
+    return pixels.reshape(pixels.shape[0], pixels.shape[1], -1)
+
+
+def _check_size(found_width: int, found_height: int, width: int, height: int) -> None:
+    if (found_width, found_height) != (width, height):
+        raise ValueError(f"the encoded image is {found_width}x{found_height}, its record says {width}x{height}")

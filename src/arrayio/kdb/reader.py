@@ -1,0 +1,501 @@
+"""Reading .kdb files: map, check the header and the whole index once, then
+serve metadata, zero-copy state/action views and lazily decoded images.
+
+Opening costs O(1) in the data size and a handful of vectorised numpy passes
+over the N index entries. Image records are variable-length, so the start of
+each frame inside an episode's image section is found by walking the frame
+records once, as far as the frame asked for, and cached.
+"""
+
+from __future__ import annotations
+
+import struct
+import warnings
+from dataclasses import dataclass
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+from .._binary import Source
+from . import _images
+from ._layout import (
+    CAMERA_COUNT,
+    ERRORS,
+    FORMAT_NAME,
+    HEADER,
+    HEADER_SIZE,
+    IMAGE_HEADER,
+    IMAGE_RAW,
+    INDEX_ENTRY,
+    MAGIC,
+    STRING_LENGTH,
+    VERSION_MAJOR,
+    BadMagic,
+    EpisodeIdNotFound,
+    EpisodeMeta,
+    EpisodeNotFound,
+    ImageDecodeError,
+    decode_meta,
+    decode_utf8,
+    step_dtype,
+    step_size,
+)
+
+BAD_IMAGE_POLICIES = ("raise", "skip")
+_SECTIONS = (("meta", "meta_offset", "meta_length"),
+             ("state/action", "actions_offset", "actions_length"),
+             ("images", "images_offset", "images_length"))
+
+
+def _scalar(record: Any, field: str) -> tuple[Any, int]:
+    """A fast ``unpack_from`` for one scalar field of ``record`` and its offset inside the record."""
+    return struct.Struct("<" + record.dtype.fields[field][0].char).unpack_from, record.offsets[field]
+
+
+_READ_U16, _ = _scalar(STRING_LENGTH, "length")
+_READ_DATA_LEN, _DATA_LEN_AT = _scalar(IMAGE_HEADER, "data_len")
+
+
+@dataclass(frozen=True)
+class ImageRecord:
+    """Where one camera image of one frame sits, and what its record says about it."""
+
+    camera: str
+    width: int
+    height: int
+    channels: int
+    format: int
+    offset: int
+    length: int
+
+    @property
+    def compressed(self) -> bool:
+        """True for a non-zero format byte (JPEG or PNG, told apart by magic)."""
+        return self.format != IMAGE_RAW
+
+
+@dataclass(frozen=True)
+class Episode:
+    """One episode: metadata, zero-copy per-frame arrays and (lazy) images."""
+
+    meta: EpisodeMeta
+    steps: np.ndarray
+    images: "EpisodeImages | None"
+
+    @property
+    def states(self) -> np.ndarray:
+        """(frames, state_dim) float32 view."""
+        return self.steps["state"]
+
+    @property
+    def actions(self) -> np.ndarray:
+        """(frames, action_dim) float32 view."""
+        return self.steps["action"]
+
+    @property
+    def rewards(self) -> np.ndarray:
+        """(frames,) float32 view."""
+        return self.steps["reward"]
+
+    @property
+    def terminals(self) -> np.ndarray:
+        """(frames,) uint8 view of the is_terminal bytes; any non-zero value means terminal."""
+        return self.steps["is_terminal"]
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One frame of one episode: its state/action values and the camera images asked for."""
+
+    episode: int
+    index: int
+    state: np.ndarray
+    action: np.ndarray
+    reward: float
+    terminal: bool
+    images: dict[str, np.ndarray]
+
+
+class EpisodeImages:
+    """The camera images of one episode, read and decoded only when asked for."""
+
+    def __init__(self, file: "KdbFile", position: int, on_bad_image: str) -> None:
+        self._file = file
+        self.position = position
+        self.on_bad_image = on_bad_image
+        self.num_frames = int(file.index["num_frames"][position])
+
+    def __len__(self) -> int:
+        return self.num_frames
+
+    def records(self, frame: int) -> list[ImageRecord]:
+        """The image records of ``frame`` in file order."""
+        return self._file.image_records(self.position, frame)
+
+    @property
+    def cameras(self) -> list[str]:
+        """Every camera name in the episode, in order of first appearance (walks all frames once)."""
+        names: dict[str, None] = {}
+        for frame in range(self.num_frames):
+            for record in self.records(frame):
+                names.setdefault(record.camera, None)
+        return list(names)
+
+    def raw(self, frame: int, camera: str) -> memoryview:
+        """The stored bytes of one camera image (zero-copy; JPEG/PNG bytes when compressed)."""
+        for record in self.records(frame):
+            if record.camera == camera:
+                return self._file.source.view(record.offset, record.length, f"image {camera!r}")
+        raise KeyError(f"kdb: episode {self.position} frame {frame} has no camera {camera!r}")
+
+    def frame(self, frame: int, cameras: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+        """Decoded (H, W, C) uint8 images of ``frame`` by camera (all cameras when ``cameras`` is None)."""
+        return self._file.frame_images(self.position, frame, cameras, self.on_bad_image)
+
+    def stack(self, camera: str) -> tuple[np.ndarray, np.ndarray]:
+        """All frames of ``camera`` as one (frames, H, W, C) array plus a (frames,) presence mask.
+
+        Frames without the camera (or whose image was skipped as bad) stay zero
+        and are False in the mask: the time axis never shifts.
+        """
+        images: list[np.ndarray | None] = [
+            self.frame(frame, [camera]).get(camera) for frame in range(self.num_frames)
+        ]
+        shapes = {image.shape for image in images if image is not None}
+        if len(shapes) > 1:
+            raise ValueError(f"kdb: camera {camera!r} of episode {self.position} changes shape: {sorted(shapes)}")
+        shape = shapes.pop() if shapes else (0, 0, 0)
+        stacked = np.zeros((self.num_frames, *shape), dtype=np.uint8)
+        present = np.zeros(self.num_frames, dtype=bool)
+        for frame, image in enumerate(images):
+            if image is not None:
+                stacked[frame] = image
+                present[frame] = True
+        return stacked, present
+
+    def __getitem__(self, camera: str) -> np.ndarray:
+        """All frames of ``camera`` stacked; raises when a frame lacks the camera."""
+        stacked, present = self.stack(camera)
+        if not present.all():
+            missing = int(np.flatnonzero(~present)[0])
+            raise KeyError(f"kdb: episode {self.position} frame {missing} has no image of camera {camera!r}")
+        return stacked
+
+
+class KdbFile:
+    """An open .kdb file: header, index (a structured view), episodes on demand."""
+
+    def __init__(self, source: Source, *, on_bad_image: str = "raise") -> None:
+        if on_bad_image not in BAD_IMAGE_POLICIES:
+            raise ValueError(f"kdb: on_bad_image must be one of {BAD_IMAGE_POLICIES}, got {on_bad_image!r}")
+        self.source = source
+        self.on_bad_image = on_bad_image
+        self.header = self._read_header()
+        self.index = self._read_index()
+        self._frame_starts: dict[int, list[int]] = {}
+        self._positions_by_id: dict[int, int] | None = None
+        self._first_frames: np.ndarray | None = None
+
+    # -- opening -------------------------------------------------------------------------------
+
+    def _read_header(self) -> Any:
+        if self.source.size < HEADER_SIZE:
+            raise ERRORS.truncated_at("header", 0, HEADER_SIZE, self.source.size)
+        header = HEADER.read(self.source, 0)
+        if header.magic != MAGIC:
+            raise BadMagic(format=FORMAT_NAME, field="header.magic", offset=0, expected=MAGIC, found=header.magic)
+        if header.version_major > VERSION_MAJOR:
+            raise ERRORS.version("header.version_major", HEADER.offsets["version_major"],
+                                 supported=f"major {VERSION_MAJOR} (any minor)", found=header.version_major,
+                                 newer=True)
+        return header
+
+    def _read_index(self) -> np.ndarray:
+        header, size = self.header, self.source.size
+        offset, length = header.index_offset, header.index_length
+        if length % INDEX_ENTRY.size:
+            raise ERRORS.invalid("header.index_length", HEADER.offsets["index_length"],
+                                 f"a multiple of {INDEX_ENTRY.size}", length)
+        if offset < HEADER_SIZE:
+            raise ERRORS.invalid("header.index_offset", HEADER.offsets["index_offset"],
+                                 f"an offset past the {HEADER_SIZE}-byte header", offset)
+        count = length // INDEX_ENTRY.size
+        if header.num_episodes != count:
+            raise ERRORS.invalid("header.num_episodes", HEADER.offsets["num_episodes"],
+                                 f"{count} (index_length {length} / {INDEX_ENTRY.size})", header.num_episodes)
+        self.source.check(offset, length, f"episode index ({count} entries of {INDEX_ENTRY.size} bytes)")
+        index = INDEX_ENTRY.read_array(self.source, offset, count, what="episode index")
+        frames = int(index["num_frames"].sum(dtype=np.uint64))
+        if header.num_frames != frames:
+            raise ERRORS.invalid("header.num_frames", HEADER.offsets["num_frames"],
+                                 f"{frames} (the sum of the index's num_frames)", header.num_frames)
+        self._check_entries(index, offset, offset + length, size)
+        return index
+
+    def _check_entries(self, index: np.ndarray, index_start: int, index_end: int, size: int) -> None:
+        """Vectorised checks of every entry: state/action length, every section inside the file,
+        after the header and outside the index."""
+        frames = index["num_frames"].astype(np.uint64)
+        stride = 4 * (index["state_dim"].astype(np.uint64) + index["action_dim"]) + 5
+        self._first_bad(index, index["actions_length"] != frames * stride, "actions_length", index_start,
+                        lambda j: f"num_frames * (4*state_dim + 4*action_dim + 5) = "
+                                  f"{int(frames[j]) * int(stride[j])}")
+        for section, offset_field, length_field in _SECTIONS:
+            starts, lengths = index[offset_field], index[length_field]
+            self._first_bad(index, lengths > np.uint64(size), length_field, index_start,
+                            lambda j: f"a {section} section length within the {size}-byte file")
+            ends = starts + lengths  # no overflow: lengths <= size here and starts are checked next
+            outside = (starts < np.uint64(HEADER_SIZE)) | (starts > np.uint64(size) - lengths)
+            self._first_bad(index, outside, offset_field, index_start,
+                            lambda j: f"a {section} section of {int(lengths[j])} bytes inside "
+                                      f"[{HEADER_SIZE}, {size}) (after the header, before the end of file)")
+            overlaps = (lengths > 0) & (ends > np.uint64(index_start)) & (starts < np.uint64(index_end))
+            self._first_bad(index, overlaps, offset_field, index_start,
+                            lambda j: f"a {section} section outside the index at [{index_start}, {index_end})")
+
+    @staticmethod
+    def _first_bad(index: np.ndarray, bad: np.ndarray, field: str, base: int, expected: Any) -> None:
+        if bad.any():
+            j = int(np.flatnonzero(bad)[0])
+            raise ERRORS.invalid(f"episode {j} index.{field}", INDEX_ENTRY.offset_of(field, base, j),
+                                 expected(j), int(index[field][j]))
+
+    # -- whole file ------------------------------------------------------------------------------
+
+    def __enter__(self) -> "KdbFile":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release the map (arrays already handed out keep their pages alive)."""
+        self.index = self.index[:0].copy()
+        self.source.close()
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def __iter__(self) -> Iterator[Episode]:
+        for position in range(len(self)):
+            yield self.read_episode(position)
+
+    def __getitem__(self, position: int) -> Episode:
+        return self.read_episode(position)
+
+    def __repr__(self) -> str:
+        return f"<kdb file {self.source.name}: {len(self)} episodes, {self.num_frames} frames, version {self.version}>"
+
+    @property
+    def version(self) -> str:
+        """"major.minor" from the header."""
+        return f"{self.header.version_major}.{self.header.version_minor}"
+
+    @property
+    def num_frames(self) -> int:
+        """Frames over all episodes."""
+        return int(self.header.num_frames)
+
+    @property
+    def first_frames(self) -> np.ndarray:
+        """(episodes + 1,) int64: global number of each episode's first frame, then the total."""
+        if self._first_frames is None:
+            counts = self.index["num_frames"].astype(np.int64)
+            self._first_frames = np.concatenate([[0], np.cumsum(counts)])
+        return self._first_frames
+
+    def locate(self, global_frame: int) -> tuple[int, int]:
+        """(episode position, frame in episode) of a frame numbered across the whole file."""
+        if not 0 <= global_frame < self.num_frames:
+            raise EpisodeNotFound(f"kdb: frame {global_frame} is outside 0..{self.num_frames - 1}")
+        position = int(np.searchsorted(self.first_frames, global_frame, side="right")) - 1
+        return position, int(global_frame - self.first_frames[position])
+
+    # -- one episode -----------------------------------------------------------------------------
+
+    def _entry(self, position: int) -> Any:
+        if not isinstance(position, (int, np.integer)) or isinstance(position, bool):
+            raise TypeError(f"kdb: episode position must be an int, got {type(position).__name__}")
+        if not -len(self) <= position < len(self):
+            raise EpisodeNotFound(f"kdb: episode {position} is outside 0..{len(self) - 1}")
+        return self.index[int(position) % len(self)]
+
+    def read_meta(self, position: int) -> EpisodeMeta:
+        """Metadata of the episode at ``position`` (reads only its metadata blob)."""
+        entry = self._entry(position)
+        position %= len(self)
+        offset, length = int(entry["meta_offset"]), int(entry["meta_length"])
+        blob = self.source.view(offset, length, f"episode {position} metadata")
+        embodiment, task, fps, success, total_reward = decode_meta(blob, offset, f"episode {position}")
+        return EpisodeMeta(episode_id=int(entry["episode_id"]), num_frames=int(entry["num_frames"]),
+                           state_dim=int(entry["state_dim"]), action_dim=int(entry["action_dim"]),
+                           embodiment=embodiment, task=task, fps=fps, success=success, total_reward=total_reward)
+
+    def steps(self, position: int) -> np.ndarray:
+        """Zero-copy structured view (frames,) of state, action, reward, is_terminal."""
+        entry = self._entry(position)
+        dtype = step_dtype(int(entry["state_dim"]), int(entry["action_dim"]))
+        return self.source.array(int(entry["actions_offset"]), int(entry["num_frames"]), dtype,
+                                 f"episode {int(position) % len(self)} state/action section")
+
+    def read_episode(self, position: int, *, on_bad_image: str | None = None) -> Episode:
+        """Metadata, state/action views and lazy images of the episode at ``position``."""
+        meta = self.read_meta(position)
+        position = int(position) % len(self)
+        policy = on_bad_image or self.on_bad_image
+        if policy not in BAD_IMAGE_POLICIES:
+            raise ValueError(f"kdb: on_bad_image must be one of {BAD_IMAGE_POLICIES}, got {policy!r}")
+        return Episode(meta, self.steps(position), EpisodeImages(self, position, policy))
+
+    def read_episode_actions_only(self, position: int) -> Episode:
+        """Metadata and state/action views; the image section is never touched."""
+        meta = self.read_meta(position)
+        return Episode(meta, self.steps(position), None)
+
+    def position_of(self, episode_id: int) -> int:
+        """The position of the first episode carrying ``episode_id`` (a dict built on first use)."""
+        if self._positions_by_id is None:
+            ids = self.index["episode_id"].tolist()
+            self._positions_by_id = {eid: position for position, eid in reversed(list(enumerate(ids)))}
+        try:
+            return self._positions_by_id[int(episode_id)]
+        except KeyError:
+            raise EpisodeIdNotFound(f"kdb: no episode has id {episode_id}") from None
+
+    def episode_by_id(self, episode_id: int, *, on_bad_image: str | None = None) -> Episode:
+        """The episode carrying ``episode_id``."""
+        return self.read_episode(self.position_of(episode_id), on_bad_image=on_bad_image)
+
+    # -- frames and images -------------------------------------------------------------------------
+
+    def read_frame(self, position: int, frame: int, *, cameras: Sequence[str] | None = None,
+                   images: bool = True, on_bad_image: str | None = None) -> Frame:
+        """One frame: state/action values and decoded camera images (``images=False`` skips them)."""
+        steps = self.steps(position)
+        position = int(position) % len(self)
+        if not 0 <= frame < len(steps):
+            raise EpisodeNotFound(f"kdb: frame {frame} is outside 0..{len(steps) - 1} of episode {position}")
+        step = steps[frame]
+        decoded = self.frame_images(position, frame, cameras, on_bad_image or self.on_bad_image) if images else {}
+        return Frame(position, frame, step["state"], step["action"], float(step["reward"]),
+                     bool(step["is_terminal"]), decoded)
+
+    def frame_images(self, position: int, frame: int, cameras: Sequence[str] | None,
+                     on_bad_image: str) -> dict[str, np.ndarray]:
+        """Decoded (H, W, C) uint8 images of one frame by camera; bad ones raise or are skipped with a warning."""
+        decoded = {}
+        for record in self.image_records(position, frame):
+            if cameras is not None and record.camera not in cameras:
+                continue
+            try:
+                decoded[record.camera] = self.decode_image(record)
+            except ImageDecodeError as error:
+                if on_bad_image == "raise":
+                    raise ImageDecodeError(f"kdb: episode {position} frame {frame} camera {record.camera!r}: "
+                                           f"{error}", format=FORMAT_NAME, field=error.field,
+                                           offset=error.offset) from None
+                warnings.warn(f"kdb: skipped the image of episode {position} frame {frame} camera "
+                              f"{record.camera!r}: {error}", RuntimeWarning, stacklevel=3)
+        return decoded
+
+    def decode_image(self, record: ImageRecord) -> np.ndarray:
+        """Pixels of one image record: a zero-copy (H, W, C) view when raw, decoded when compressed."""
+        data = self.source.view(record.offset, record.length, f"image {record.camera!r}")
+        if not record.compressed:
+            expected = record.width * record.height * record.channels
+            if expected != record.length:
+                raise ImageDecodeError(format=FORMAT_NAME, field="image data_len", offset=record.offset,
+                                       expected=f"width*height*channels = {expected} raw bytes",
+                                       found=record.length)
+            pixels = np.frombuffer(data, dtype=np.uint8)
+            return pixels.reshape(record.height, record.width, record.channels)
+        try:
+            return _images.decode(data, record.width, record.height, record.channels)
+        except ValueError as error:
+            raise ImageDecodeError(format=FORMAT_NAME, field="image data", offset=record.offset,
+                                   expected="a decodable JPEG or PNG", found=str(error)) from None
+
+    def image_records(self, position: int, frame: int) -> list[ImageRecord]:
+        """Parse the image records of one frame (finding the frame's start on first use)."""
+        entry = self._entry(position)
+        position = int(position) % len(self)
+        if not 0 <= frame < int(entry["num_frames"]):
+            raise EpisodeNotFound(f"kdb: frame {frame} is outside 0..{int(entry['num_frames']) - 1} "
+                                  f"of episode {position}")
+        start = int(entry["images_offset"])
+        section = self.source.view(start, int(entry["images_length"]), f"episode {position} image section")
+        offset = self._frame_start(position, frame, section, start)
+        where = f"episode {position} frame {frame}"
+        count = self._unpack(CAMERA_COUNT, section, offset, start, f"{where} num_cameras").num_cameras
+        offset += CAMERA_COUNT.size
+        records = []
+        for camera in range(count):
+            what = f"{where} camera {camera}"
+            name_length = self._unpack(STRING_LENGTH, section, offset, start, f"{what} name length").length
+            offset += STRING_LENGTH.size
+            self._bounds(section, offset, name_length, start, f"{what} name")
+            name = decode_utf8(section[offset:offset + name_length], f"{what} name", start + offset)
+            offset += name_length
+            head = self._unpack(IMAGE_HEADER, section, offset, start, f"{what} ({name!r}) image header")
+            offset += IMAGE_HEADER.size
+            self._bounds(section, offset, head.data_len, start, f"{what} ({name!r}) image data")
+            records.append(ImageRecord(name, head.width, head.height, head.channels, head.format,
+                                       start + offset, head.data_len))
+            offset += head.data_len
+        return records
+
+    def frame_offset(self, position: int, frame: int) -> int:
+        """Absolute offset of a frame's image records; ``frame == num_frames`` gives where the last one ends."""
+        entry = self._entry(position)
+        position = int(position) % len(self)
+        if not 0 <= frame <= int(entry["num_frames"]):
+            raise EpisodeNotFound(f"kdb: frame {frame} is outside 0..{int(entry['num_frames'])} of episode {position}")
+        start = int(entry["images_offset"])
+        section = self.source.view(start, int(entry["images_length"]), f"episode {position} image section")
+        return start + self._frame_start(position, frame, section, start)
+
+    def _frame_start(self, position: int, frame: int, section: memoryview, start: int) -> int:
+        """Offset of ``frame`` inside its image section, walking (and caching) the frames before it."""
+        starts = self._frame_starts.setdefault(position, [0])
+        offset = starts[-1]
+        try:
+            while len(starts) <= frame:
+                (count,) = _READ_U16(section, offset)
+                offset += 2
+                for _ in range(count):
+                    (name_length,) = _READ_U16(section, offset)
+                    offset += 2 + name_length
+                    (data_length,) = _READ_DATA_LEN(section, offset + _DATA_LEN_AT)
+                    offset += IMAGE_HEADER.size + data_length
+                if offset > len(section):
+                    raise struct.error("frame runs past its section")
+                starts.append(offset)
+        except struct.error:
+            walked = len(starts) - 1
+            raise ERRORS.truncated_at(f"episode {position} frame {walked} image records", start + starts[walked],
+                                      max(offset, starts[walked] + 2) - starts[walked],
+                                      start + len(section)) from None
+        return starts[frame]
+
+    @staticmethod
+    def _bounds(section: memoryview, offset: int, length: int, base: int, what: str) -> None:
+        if offset + length > len(section):
+            raise ERRORS.truncated_at(what, base + offset, length, base + len(section))
+
+    @classmethod
+    def _unpack(cls, record: Any, section: memoryview, offset: int, base: int, what: str) -> Any:
+        cls._bounds(section, offset, record.size, base, what)
+        return record.unpack(section, offset)
+
+
+def open_file(target: Any, *, on_bad_image: str = "raise") -> KdbFile:
+    """Open a .kdb path (memory-mapped), bytes or seekable binary file."""
+    source = Source.open(target, ERRORS)
+    try:
+        return KdbFile(source, on_bad_image=on_bad_image)
+    except BaseException:
+        source.close()
+        raise
