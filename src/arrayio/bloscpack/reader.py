@@ -1,0 +1,552 @@
+"""Reading bloscpack files: header, metadata, offsets, and a lazy array over the chunks.
+
+``BloscpackFile`` checks the header, the metadata section and the offsets table when it opens a
+file, then decompresses chunks only when asked: ``arr[a:b]`` decodes just the chunks holding
+rows a..b, straight into the output array. Every chunk read verifies the chunk's Blosc header
+against the file (its size, position and uncompressed length) and its digest before Blosc
+touches it, so a malformed file raises a ``FormatError`` naming the chunk and byte offset.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Iterator
+
+import blosc
+import numpy as np
+
+from .._binary import Source, release_pages
+from ._format import (
+    BLOSC_FORMAT_VERSIONS,
+    BLOSC_HEADER,
+    BLOSC_OVERHEAD,
+    CHECKSUMS,
+    FLAG_MEMCPYED,
+    FORMAT_VERSION,
+    HEADER,
+    KNOWN_OPTIONS,
+    MAGIC,
+    MAX_BUFFERSIZE,
+    MAX_CHUNKS,
+    METADATA_CODECS,
+    METADATA_HEADER,
+    OFFSET_DTYPE,
+    OFFSET_SIZE,
+    OPTION_METADATA,
+    OPTION_OFFSETS,
+    UNKNOWN,
+    Checksum,
+)
+from ._threads import parallel_map
+from .exceptions import ERRORS, NotANumpyArray
+
+__all__ = ["BloscpackFile", "MetadataSection", "open_file"]
+
+_JSON_MAGIC = b"JSON".ljust(8, b"\0")
+_BLOSC_ERRORS = (blosc.blosc_extension.error, ValueError, TypeError, OverflowError)
+
+
+class MetadataSection:
+    """The parsed metadata section: its header, the decoded JSON and where it lies."""
+
+    def __init__(self, header: Any, value: Any, offset: int, length: int) -> None:
+        self.header = header
+        self.value = value
+        self.offset = offset
+        self.length = length
+
+    @property
+    def checksum(self) -> Checksum:
+        """The checksum of the stored metadata bytes."""
+        return CHECKSUMS[self.header.meta_checksum]
+
+
+def _read_metadata(source: Source, offset: int) -> MetadataSection:
+    header = METADATA_HEADER.read(source, offset)
+
+    def field_offset(field: str) -> int:
+        return METADATA_HEADER.offset_of(field, base=offset)
+
+    if header.magic_format != _JSON_MAGIC:
+        raise ERRORS.invalid("metadata header.magic_format", field_offset("magic_format"),
+                             _JSON_MAGIC, header.magic_format)
+    if header.meta_checksum >= len(CHECKSUMS):
+        raise ERRORS.invalid("metadata header.meta_checksum", field_offset("meta_checksum"),
+                             f"a checksum id 0..{len(CHECKSUMS) - 1}", header.meta_checksum)
+    if header.meta_codec >= len(METADATA_CODECS):
+        raise ERRORS.invalid("metadata header.meta_codec", field_offset("meta_codec"),
+                             "0 (None) or 1 (zlib)", header.meta_codec)
+    if header.meta_comp_size > header.max_meta_size:
+        raise ERRORS.invalid("metadata header.meta_comp_size", field_offset("meta_comp_size"),
+                             f"at most max_meta_size ({header.max_meta_size})", header.meta_comp_size)
+    checksum = CHECKSUMS[header.meta_checksum]
+    data_offset = offset + METADATA_HEADER.size
+    length = METADATA_HEADER.size + header.max_meta_size + checksum.size
+    source.check(offset, length, "metadata section")
+    stored = source.view(data_offset, header.meta_comp_size, "metadata")
+    digest_offset = data_offset + header.max_meta_size
+    if checksum.size:
+        digest = source.view(digest_offset, checksum.size, "metadata digest")
+        computed = checksum(stored)
+        if bytes(digest) != computed:
+            raise ERRORS.checksum_mismatch(f"metadata {checksum.name} digest", digest_offset,
+                                           expected=bytes(digest), found=computed)
+    if METADATA_CODECS[header.meta_codec] == "zlib":
+        inflater = zlib.decompressobj()
+        try:
+            text = inflater.decompress(stored, header.meta_size) + inflater.flush()
+        except zlib.error as error:
+            raise ERRORS.invalid("metadata", data_offset, "a zlib stream", str(error)) from None
+        if not inflater.eof or len(text) != header.meta_size:
+            raise ERRORS.invalid("metadata", data_offset,
+                                 f"a zlib stream of exactly meta_size ({header.meta_size}) bytes",
+                                 "a longer stream" if not inflater.eof else f"{len(text)} bytes")
+    else:
+        text = bytes(stored)
+        if len(text) != header.meta_size:
+            raise ERRORS.invalid("metadata header.meta_comp_size", field_offset("meta_comp_size"),
+                                 f"meta_size ({header.meta_size}) for uncompressed metadata", len(text))
+    try:
+        value = json.loads(text.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as error:
+        raise ERRORS.invalid("metadata", data_offset, "UTF-8 JSON", f"{type(error).__name__}: {error}") from None
+    return MetadataSection(header, value, offset, length)
+
+
+def _literal(text: str) -> Any:
+    # bloscpack >= 0.7.2 stores repr(dtype.str) or repr(dtype.descr); older files the plain value
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return text
+
+
+def _as_tuples(descr: Any) -> Any:
+    # JSON turns the tuples of a pre-0.7.2 structured descr into lists; numpy wants tuples
+    if isinstance(descr, list):
+        if descr and isinstance(descr[0], list):
+            return [_as_tuples(item) for item in descr]
+        return tuple(_as_tuples(item) for item in descr)
+    return descr
+
+
+def _numpy_layout(metadata: MetadataSection) -> tuple[np.dtype, tuple[int, ...], str]:
+    """dtype, shape and order of an ndarray file, from its metadata."""
+    value = metadata.value
+    where = metadata.offset + METADATA_HEADER.size
+    for key in ("dtype", "shape", "order"):
+        if key not in value:
+            raise ERRORS.invalid(f"metadata[{key!r}]", where, f"a {key!r} entry for container 'numpy'", "none")
+    stored = value["dtype"]
+    description = _as_tuples(_literal(stored) if isinstance(stored, str) else stored)
+    try:
+        dtype = np.dtype(description)
+    except Exception as error:  # numpy raises many types for a bad description
+        raise ERRORS.invalid("metadata['dtype']", where, "a numpy dtype description",
+                             f"{stored!r} ({type(error).__name__})") from None
+    if dtype.hasobject:
+        raise ERRORS.invalid("metadata['dtype']", where, "a dtype without Python objects", str(dtype))
+    shape = value["shape"]
+    if not isinstance(shape, list) or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0
+                                              for n in shape):
+        raise ERRORS.invalid("metadata['shape']", where, "a list of non-negative integers", shape)
+    if len(shape) > 64:
+        raise ERRORS.invalid("metadata['shape']", where, "at most 64 dimensions", len(shape))
+    order = value["order"]
+    if order not in ("C", "F"):
+        raise ERRORS.invalid("metadata['order']", where, "'C' or 'F'", order)
+    return dtype, tuple(shape), order
+
+
+class BloscpackFile:
+    """A bloscpack file opened lazily: header facts, metadata, and chunk-wise access to its data.
+
+    For an ndarray file ``shape``/``dtype``/``order`` come from the metadata; for a byte stream
+    the data is a 1-D ``uint8`` array. Indexing along the first axis of C-order data decodes only
+    the chunks holding the selected rows.
+    """
+
+    def __init__(self, source: Source) -> None:
+        self.source = source
+        self.name = source.name
+        self.header = HEADER.read(source, 0)
+        self._check_header()
+        self.checksum: Checksum = CHECKSUMS[self.header.checksum]
+        position = HEADER.size
+        self.metadata_section: MetadataSection | None = None
+        if self.header.options & OPTION_METADATA:
+            self.metadata_section = _read_metadata(source, position)
+            position += self.metadata_section.length
+        self.offsets_offset = position
+        self.offsets: np.ndarray | None = None
+        self.nchunks = self.header.nchunks
+        if self.header.options & OPTION_OFFSETS:
+            position = self._read_offsets(position)
+        self.data_offset = position
+        if self.nchunks != UNKNOWN:
+            least = self.nchunks * (BLOSC_OVERHEAD + self.checksum.size)
+            source.check(position, least, f"{self.nchunks} chunks of at least "
+                                          f"{BLOSC_OVERHEAD + self.checksum.size} bytes each")
+        self._positions: np.ndarray | None = None
+        self._starts: np.ndarray | None = None
+        self._offsets_trusted = False
+        self.is_numpy = False
+        self.dtype = np.dtype(np.uint8)
+        self.order = "C"
+        self.shape: tuple[int, ...] = ()
+        if self.metadata_section is not None and isinstance(self.metadata, dict) \
+                and self.metadata.get("container") == "numpy":
+            self.dtype, self.shape, self.order = _numpy_layout(self.metadata_section)
+            self.is_numpy = True
+        self._check_data_size()
+
+    # -- opening ---------------------------------------------------------------------------
+
+    def _check_header(self) -> None:
+        header = self.header
+
+        def at(field: str) -> int:
+            return HEADER.offset_of(field)
+
+        if header.magic != MAGIC:
+            raise ERRORS.invalid("header.magic", 0, MAGIC, header.magic)
+        if header.format_version != FORMAT_VERSION:
+            raise ERRORS.version("header.format_version", at("format_version"), FORMAT_VERSION,
+                                 header.format_version, newer=header.format_version > FORMAT_VERSION)
+        if header.options & ~KNOWN_OPTIONS:
+            raise ERRORS.invalid("header.options", at("options"), "only bits 0 (offsets) and 1 (metadata) set",
+                                 f"0x{header.options:02x}")
+        if header.checksum >= len(CHECKSUMS):
+            raise ERRORS.invalid("header.checksum", at("checksum"), f"a checksum id 0..{len(CHECKSUMS) - 1}",
+                                 header.checksum)
+        for field in ("chunk_size", "last_chunk"):
+            value = getattr(header, field)
+            if not UNKNOWN <= value <= MAX_BUFFERSIZE:
+                raise ERRORS.invalid(f"header.{field}", at(field), f"-1..{MAX_BUFFERSIZE}", value)
+        if UNKNOWN not in (header.chunk_size, header.last_chunk) and header.last_chunk > header.chunk_size:
+            raise ERRORS.invalid("header.last_chunk", at("last_chunk"),
+                                 f"at most chunk_size ({header.chunk_size})", header.last_chunk)
+        if header.nchunks < UNKNOWN:
+            raise ERRORS.invalid("header.nchunks", at("nchunks"), f"-1..{MAX_CHUNKS}", header.nchunks)
+        if not 0 <= header.max_app_chunks <= MAX_CHUNKS - max(header.nchunks, 0):
+            raise ERRORS.invalid("header.max_app_chunks", at("max_app_chunks"),
+                                 f"0..{MAX_CHUNKS - max(header.nchunks, 0)} (nchunks + max_app_chunks < 2**63)",
+                                 header.max_app_chunks)
+        if header.max_app_chunks and not header.options & OPTION_OFFSETS:
+            raise ERRORS.invalid("header.max_app_chunks", at("max_app_chunks"), "0 without an offsets table",
+                                 header.max_app_chunks)
+        if header.max_app_chunks and header.nchunks == UNKNOWN:
+            raise ERRORS.invalid("header.max_app_chunks", at("max_app_chunks"), "0 when nchunks is -1",
+                                 header.max_app_chunks)
+
+    def _read_offsets(self, position: int) -> int:
+        if self.nchunks == UNKNOWN:
+            # A table of unknown length: its first entry, the first chunk, says where it ends.
+            first = int(self.source.array(position, 1, OFFSET_DTYPE, "offsets[0]")[0])
+            length = first - position
+            if first < position or length % OFFSET_SIZE:
+                raise ERRORS.invalid("offsets[0]", position,
+                                     "the end of the offsets table (nchunks is -1, so it gives the table's length)",
+                                     first)
+            self.nchunks = length // OFFSET_SIZE
+            count = self.nchunks
+        else:
+            count = self.nchunks + self.header.max_app_chunks
+        self.offsets = self.source.array(position, count, OFFSET_DTYPE, f"offsets table ({count} entries)")
+        return position + count * OFFSET_SIZE
+
+    def _check_data_size(self) -> None:
+        if not self.is_numpy:
+            self.shape = (self.nbytes,) if self.nbytes is not None else (self._scanned_nbytes(),)
+            return
+        expected = math.prod(self.shape) * self.dtype.itemsize
+        stored = self.nbytes if self.nbytes is not None else self._scanned_nbytes()
+        if stored != expected:
+            raise ERRORS.invalid("metadata['shape']", self.metadata_section.offset + METADATA_HEADER.size,
+                                 f"a shape holding the {stored} data bytes of the chunks",
+                                 f"{list(self.shape)} x {self.dtype.itemsize} bytes = {expected} bytes")
+
+    @property
+    def nbytes(self) -> int | None:
+        """Uncompressed size from the header, or None when the header does not record it."""
+        header = self.header
+        if header.nchunks == UNKNOWN or UNKNOWN in (header.chunk_size, header.last_chunk):
+            return None
+        if header.nchunks == 0:
+            return 0
+        return (header.nchunks - 1) * header.chunk_size + header.last_chunk
+
+    @property
+    def metadata(self) -> Any:
+        """The decoded JSON metadata (None when the file has no metadata section)."""
+        return self.metadata_section.value if self.metadata_section is not None else None
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        return math.prod(self.shape)
+
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions."""
+        return len(self.shape)
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d array")
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        return (f"<bloscpack {self.name}: shape={self.shape} dtype={self.dtype} order={self.order} "
+                f"nchunks={self.nchunks} checksum={self.checksum.name}>")
+
+    def __enter__(self) -> "BloscpackFile":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release the file's map; arrays already returned stay valid (they are copies)."""
+        self.source.close()
+
+    # -- where the chunks are ------------------------------------------------------------------
+
+    def _chunk_header(self, index: int, position: int) -> Any:
+        what = f"chunk {index} blosc header"
+        header = BLOSC_HEADER.read(self.source, position)
+        if header.version not in BLOSC_FORMAT_VERSIONS:
+            raise ERRORS.invalid(f"chunk {index} blosc header.version", position,
+                                 "a Blosc1 chunk (version 2)", header.version)
+        if not BLOSC_OVERHEAD <= header.cbytes <= header.nbytes + BLOSC_OVERHEAD:
+            raise ERRORS.invalid(f"chunk {index} blosc header.cbytes", position + BLOSC_HEADER.offsets["cbytes"],
+                                 f"16..nbytes+16 ({header.nbytes + BLOSC_OVERHEAD})", header.cbytes)
+        if header.flags & FLAG_MEMCPYED and header.cbytes != header.nbytes + BLOSC_OVERHEAD:
+            raise ERRORS.invalid(f"chunk {index} blosc header.cbytes", position + BLOSC_HEADER.offsets["cbytes"],
+                                 f"nbytes+16 ({header.nbytes + BLOSC_OVERHEAD}) for a memcpy'd chunk", header.cbytes)
+        self.source.check(position, header.cbytes + self.checksum.size, f"chunk {index} ({what} says "
+                                                                        f"{header.cbytes} bytes + digest)")
+        return header
+
+    def _scan(self) -> np.ndarray:
+        """Chunk positions found by walking the chunk headers from the first chunk."""
+        positions = []
+        position = self.data_offset
+        step_extra = self.checksum.size
+        index = 0
+        while (index < self.nchunks) if self.nchunks != UNKNOWN else (position < self.source.size):
+            positions.append(position)
+            position += self._chunk_header(index, position).cbytes + step_extra
+            index += 1
+        if self.nchunks == UNKNOWN:
+            self.nchunks = index
+        return np.array(positions, dtype=np.int64)
+
+    def _offsets_plausible(self) -> bool:
+        if self.offsets is None or self.nchunks == 0:
+            return False
+        table = self.offsets[:self.nchunks]
+        least = BLOSC_OVERHEAD + self.checksum.size
+        return bool(table[0] == self.data_offset and np.all(np.diff(table) >= least)
+                    and table[-1] + least <= self.source.size)
+
+    @property
+    def positions(self) -> np.ndarray:
+        """Absolute byte offset of each chunk's Blosc header (from the offsets table when it is sound)."""
+        if self._positions is None:
+            if self._offsets_plausible():
+                self._positions = np.asarray(self.offsets[:self.nchunks], dtype=np.int64)
+                self._offsets_trusted = True
+            else:
+                self._positions = self._scan()
+        return self._positions
+
+    def _scanned_nbytes(self) -> int:
+        return int(self.starts[-1])
+
+    @property
+    def starts(self) -> np.ndarray:
+        """Uncompressed byte offset where each chunk starts, plus the total size at the end."""
+        if self._starts is None:
+            header = self.header
+            positions = self.positions
+            if UNKNOWN not in (header.chunk_size, header.last_chunk) and header.nchunks != UNKNOWN:
+                starts = np.arange(len(positions) + 1, dtype=np.int64) * header.chunk_size
+                if len(positions):
+                    starts[-1] = starts[-2] + header.last_chunk
+            else:
+                sizes = [self._chunk_header(i, int(p)).nbytes for i, p in enumerate(positions)]
+                starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
+            self._starts = starts
+        return self._starts
+
+    def chunk_location(self, index: int) -> tuple[int, Any]:
+        """(byte offset, Blosc header) of chunk ``index``, checked against the file and the layout."""
+        if not 0 <= index < self.nchunks:
+            raise IndexError(f"chunk {index} out of range 0..{self.nchunks - 1}")
+        positions = self.positions
+        position = int(positions[index])
+        header = self._chunk_header(index, position)
+        expected = int(self.starts[index + 1] - self.starts[index])
+        if header.nbytes != expected:
+            raise ERRORS.invalid(f"chunk {index} blosc header.nbytes", position + BLOSC_HEADER.offsets["nbytes"],
+                                 f"{expected} (the chunk's share of the data)", header.nbytes)
+        end = position + header.cbytes + self.checksum.size
+        if index + 1 < len(positions) and end != positions[index + 1]:
+            raise ERRORS.invalid(f"offsets[{index + 1}]", self.offsets_offset + (index + 1) * OFFSET_SIZE,
+                                 f"{end} (where chunk {index} and its digest end)", int(positions[index + 1]))
+        return position, header
+
+    # -- decoding chunks -------------------------------------------------------------------
+
+    def _compressed(self, index: int) -> tuple[int, Any, memoryview]:
+        position, header = self.chunk_location(index)
+        compressed = self.source.view(position, header.cbytes, f"chunk {index}")
+        if self.checksum.size:
+            digest_offset = position + header.cbytes
+            digest = self.source.view(digest_offset, self.checksum.size, f"chunk {index} digest")
+            computed = self.checksum(compressed)
+            if bytes(digest) != computed:
+                raise ERRORS.checksum_mismatch(f"chunk {index} {self.checksum.name} digest", digest_offset,
+                                               expected=bytes(digest), found=computed)
+        return position, header, compressed
+
+    def _decode_into(self, index: int, address: int) -> None:
+        """Verify chunk ``index`` and decompress it to ``address`` (room for its nbytes is the caller's job)."""
+        position, header, compressed = self._compressed(index)
+        if header.nbytes == 0:
+            return
+        try:
+            written = blosc.decompress_ptr(compressed, address)
+        except _BLOSC_ERRORS as error:
+            raise ERRORS.invalid(f"chunk {index} payload", position, "a decodable Blosc chunk", str(error)) from None
+        if written != header.nbytes:
+            raise ERRORS.invalid(f"chunk {index} payload", position, f"{header.nbytes} decoded bytes", written)
+
+    def read_chunk(self, index: int) -> np.ndarray:
+        """Chunk ``index`` decompressed, as a 1-D ``uint8`` array (verified against its digest)."""
+        if not 0 <= index < self.nchunks:
+            raise IndexError(f"chunk {index} out of range 0..{self.nchunks - 1}")
+        out = np.empty(int(self.starts[index + 1] - self.starts[index]), dtype=np.uint8)
+        self._decode_into(index, out.ctypes.data)
+        return out
+
+    def iter_chunks(self) -> Iterator[np.ndarray]:
+        """Every chunk in order, decompressed, as 1-D ``uint8`` arrays."""
+        for index in range(self.nchunks):
+            yield self.read_chunk(index)
+
+    def _read_bytes(self, start: int, stop: int, out: np.ndarray) -> None:
+        """Decode data bytes ``start..stop`` into the contiguous buffer ``out`` (chunks touched only)."""
+        if stop <= start:
+            return
+        starts = self.starts
+        first = int(np.searchsorted(starts, start, side="right")) - 1
+        last = int(np.searchsorted(starts, stop, side="left")) - 1
+        base = out.ctypes.data
+        whole = [i for i in range(first, last + 1) if starts[i] >= start and starts[i + 1] <= stop]
+        release = self._releaser() if len(whole) == self.nchunks else None
+
+        def decode_whole(index: int) -> None:
+            self._decode_into(index, base + int(starts[index]) - start)
+
+        parallel_map(decode_whole, whole, on_done=release)
+        for index in {first, last} - set(whole):
+            chunk = self.read_chunk(index)
+            lo, hi = max(start, int(starts[index])), min(stop, int(starts[index + 1]))
+            out[lo - start:hi - start] = chunk[lo - int(starts[index]):hi - int(starts[index])]
+
+    def _releaser(self) -> Callable[[int], None]:
+        # A whole-file read lets the kernel drop each mapped chunk once decoded, so the
+        # resident set stays near the size of the output array, not output + file.
+        positions = self.positions
+
+        def release(index: int) -> None:
+            release_pages(self.source, 0, int(positions[index]))
+
+        return release
+
+    def read(self) -> np.ndarray:
+        """The whole array (every chunk verified and decoded straight into it)."""
+        out = np.empty(self.shape, dtype=self.dtype, order=self.order)
+        flat = out.reshape(-1, order="A").view(np.uint8) if out.size else np.empty(0, np.uint8)
+        self._read_bytes(0, int(self.starts[-1]), flat)
+        return out
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        data = self.read()
+        return data if dtype is None else data.astype(dtype, copy=False)
+
+    def __getitem__(self, key: Any) -> Any:
+        parts = key if isinstance(key, tuple) else (key,)
+        first, rest = (parts[0], parts[1:]) if parts else (Ellipsis, ())
+        if self.order != "C" or not self.shape or not isinstance(first, (int, np.integer, slice)) \
+                or isinstance(first, bool):
+            return self.read()[key]
+        rows = self.shape[0]
+        if isinstance(first, slice):
+            selected = range(*first.indices(rows))
+            if not selected:
+                return np.empty((0,) + self.shape[1:], dtype=self.dtype)[(slice(None),) + rest]
+            low, high = min(selected[0], selected[-1]), max(selected[0], selected[-1]) + 1
+            step = slice(selected[0] - low, None, selected.step)
+            block = self._rows(low, high)
+            return block[(step,) + rest]
+        index = int(first)
+        if not -rows <= index < rows:
+            raise IndexError(f"index {index} is out of bounds for axis 0 with size {rows}")
+        index %= rows
+        return self._rows(index, index + 1)[(0,) + rest]
+
+    def _rows(self, low: int, high: int) -> np.ndarray:
+        out = np.empty((high - low,) + self.shape[1:], dtype=self.dtype)
+        row_bytes = math.prod(self.shape[1:]) * self.dtype.itemsize
+        if out.size:
+            self._read_bytes(low * row_bytes, high * row_bytes, out.reshape(-1).view(np.uint8))
+        return out
+
+    # -- checking everything ---------------------------------------------------------------
+
+    def verify(self) -> list[str]:
+        """Problems found by decoding every chunk and checking the offsets table (empty = valid)."""
+        problems = []
+        try:
+            positions = self.positions
+        except ERRORS.format_error as error:
+            return [str(error)]
+        if self.offsets is not None and not self._offsets_trusted:
+            problems.append(f"bloscpack: offsets table at byte {self.offsets_offset}: expected the positions "
+                            f"of the {self.nchunks} chunks, found values that are not (chunks found by scanning)")
+        if self.offsets is not None and np.any(self.offsets[self.nchunks:] != UNKNOWN):
+            problems.append(f"bloscpack: offsets table at byte {self.offsets_offset}: expected -1 in the "
+                            f"{len(self.offsets) - self.nchunks} slots kept for appending")
+        scratch = np.empty(int(np.max(np.diff(self.starts), initial=0)), dtype=np.uint8)
+        for index in range(len(positions)):
+            try:
+                self._decode_into(index, scratch.ctypes.data)
+            except ERRORS.format_error as error:
+                problems.append(str(error))
+        return problems
+
+
+def open_file(target: Any) -> BloscpackFile:
+    """Open a path (mapped), bytes-like data or a seekable binary file as a ``BloscpackFile``."""
+    source = Source.open(target, ERRORS)
+    try:
+        return BloscpackFile(source)
+    except BaseException:
+        source.close()
+        raise
+
+
+def require_numpy(reader: BloscpackFile) -> None:
+    """Raise NotANumpyArray unless the file holds an ndarray."""
+    if not reader.is_numpy:
+        raise NotANumpyArray(format="bloscpack", field="metadata['container']", offset=HEADER.size,
+                             expected="'numpy' (a file written by pack_ndarray_*)",
+                             found=repr(reader.metadata.get("container")) if isinstance(reader.metadata, dict)
+                             else "no numpy metadata")
