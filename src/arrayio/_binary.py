@@ -470,3 +470,20 @@ def read_exactly(stream: Any, length: int, errors: ErrorKinds, what: str, offset
             raise errors.truncated_at(what, offset, length, offset + filled - len(prefix))
         filled += count
     return memoryview(buffer)
+
+
+def release_pages(source: Source, offset: int, length: int) -> None:
+    """Let the kernel drop the resident pages of ``[offset, offset + length)`` of a mapped source.
+
+    The pages stay in the page cache and fault back in if touched again, so a
+    reader streaming once through a large map keeps its resident set small.
+    Only whole pages inside the range are dropped; a no-op for unmapped sources.
+    """
+    mapping = source._map
+    if mapping is None or source.closed or length <= 0:
+        return
+    start = round_up(source._base + offset, mmap.PAGESIZE)
+    stop = (source._base + offset + length) // mmap.PAGESIZE * mmap.PAGESIZE
+    if stop > start:
+        with contextlib.suppress(OSError, ValueError):
+            mapping.madvise(mmap.MADV_DONTNEED, start, stop - start)
