@@ -1,0 +1,424 @@
+"""The KAST draft layout (``.kast``, magic ``KAST``, version 1.0): string keys -> 1-D numpy arrays.
+
+The same data model as kastore (the shared ``_keyed`` model: ten dtypes, the
+``Store`` mapping, zero-copy loading from paths, concatenated stores in
+streams) in the byte layout of the withdrawn first draft of the kastore
+documentation: a 40-byte header, a keys table of 32-byte entries, a keys area
+of NUL-terminated keys and 8-byte aligned arrays. Every byte and every point
+the draft left open is in docs/formats/kast.md.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, BinaryIO, Iterator
+
+import numpy as np
+
+from . import errors as _errors
+from ._binary import Record, Source, Writer, is_path, output_stream, read_exactly, round_up
+from ._keyed import (DTYPES, ITEMSIZES, KeyedFormat, KeyedIndex, PreparedItem, Store, ValueInfo, decode_keys,
+                     entry_rows, first_failure, load_store, prepare, read_fixed, running_starts, sample_data,
+                     value_lines)
+from .errors import ArrayIOError, ErrorKinds, UnsupportedError
+
+__all__ = [
+    "load", "loads", "dump", "dumps", "Store", "ValueInfo", "NoStoreError", "StoreClosedError",
+    "FORMAT_NAME", "open", "info", "validate", "entries", "cat", "demo",
+]
+
+FORMAT_NAME = "kast"
+MAGIC = b"KAST"
+VERSION_MAJOR = 1
+VERSION_MINOR = 0
+ALIGNMENT = 8
+DEFAULT_KEY_ENCODING = "utf-8"
+U32_MAX = 0xFFFFFFFF
+
+HEADER = Record("header", [
+    ("magic", "4s"), ("version_major", "<u2"), ("version_minor", "<u2"), ("flags", "<u4"),
+    ("num_keys", "<u4"), ("keys_table_offset", "<u8"), ("data_offset", "<u8"),
+    ("reserved", "4s"), ("padding", "4s"),
+], size=40)
+
+# One keys-table entry; packed, so key_offset and the two u64 after data_type are not 8-aligned.
+ENTRY = Record("keys table entry", [
+    ("key_length", "<u4"), ("key_offset", "<u8"), ("data_type", "<u4"),
+    ("data_length", "<u8"), ("data_offset", "<u8"),
+], size=32)
+
+KEYS_TABLE_OFFSET = HEADER.size
+
+
+class NoStoreError(_errors.TruncatedError, EOFError):
+    """The data ends where a store should begin (0 bytes): the clean end of a stream of stores.
+
+    It is a FormatError for callers who treat empty input as malformed and an
+    EOFError for loops that read concatenated stores until the end.
+    """
+
+
+class StoreClosedError(ArrayIOError):
+    """The store was closed; its arrays can no longer be looked up."""
+
+
+ERRORS = ErrorKinds(FORMAT_NAME)
+
+
+# --------------------------------------------------------------------------- reader
+
+def _no_store() -> NoStoreError:
+    return NoStoreError("kast: header at byte 0: expected a 40-byte header, the data is empty (no store)",
+                        format=FORMAT_NAME, field="header", offset=0, expected="40 bytes", found="0 bytes")
+
+
+def _check_header(header: Any) -> None:
+    """The header fields that can be checked before the keys table is read."""
+    if header.magic != MAGIC:
+        raise ERRORS.invalid("header.magic", 0, MAGIC, header.magic)
+    if header.version_major != VERSION_MAJOR:
+        raise ERRORS.version("header.version_major", HEADER.offsets["version_major"], VERSION_MAJOR,
+                             header.version_major, newer=header.version_major > VERSION_MAJOR)
+    if header.flags != 0:
+        raise ERRORS.invalid("header.flags", HEADER.offsets["flags"], "0 (version 1 defines no flag bits)",
+                             f"{header.flags:#010x}")
+    if header.keys_table_offset != KEYS_TABLE_OFFSET:
+        raise ERRORS.invalid("header.keys_table_offset", HEADER.offsets["keys_table_offset"],
+                             f"{KEYS_TABLE_OFFSET} (the keys table follows the header)", header.keys_table_offset)
+
+
+def _entry_offset(field: str, index: int) -> int:
+    return ENTRY.offset_of(field, KEYS_TABLE_OFFSET, index)
+
+
+def _check_keys(entries: np.ndarray, table_end: int, size: int) -> None:
+    """Types, key lengths and key ranges: keys packed in table order after the table, inside the data."""
+    types = entries["data_type"]
+    key_length = entries["key_length"].astype(np.uint64)
+    key_offset = entries["key_offset"]
+    limit = np.uint64(size)
+    # Item i's key must start where item i-1's NUL ends; comparing with the previous
+    # item's own (already range-checked) fields keeps every sum below 2**64.
+    previous_end = np.concatenate((np.array([table_end], dtype=np.uint64), key_offset[:-1] + key_length[:-1] + 1))
+    failure = first_failure([
+        (types >= len(DTYPES), lambda i: ERRORS.invalid(
+            f"item {i} data_type", _entry_offset("data_type", i), "a type code 0..9", int(types[i]))),
+        (key_length == 0, lambda i: ERRORS.invalid(
+            f"item {i} key_length", _entry_offset("key_length", i), "a non-empty key (key_length >= 1)", 0)),
+        ((key_offset > limit) | (key_length + 1 > limit - np.minimum(key_offset, limit)), lambda i: ERRORS.invalid(
+            f"item {i} key range", _entry_offset("key_offset", i),
+            f"the key and its NUL inside the data's {size} bytes",
+            f"key_offset {int(key_offset[i])}, key_length {int(key_length[i])}")),
+        (key_offset != previous_end, lambda i: ERRORS.invalid(
+            f"item {i} key_offset", _entry_offset("key_offset", i),
+            f"{int(previous_end[i])} (keys packed in table order after the keys table, each followed by one NUL)",
+            int(key_offset[i]))),
+    ])
+    if failure is not None:
+        raise failure
+
+
+def _check_terminators(area: np.ndarray, terminators: np.ndarray, table_end: int) -> None:
+    """Each key is followed by a NUL and contains none itself (so C-string readers agree on it)."""
+    missing = area[terminators] != 0
+    if missing.any():
+        index = int(np.flatnonzero(missing)[0])
+        raise ERRORS.invalid(f"item {index} key terminator", table_end + int(terminators[index]),
+                             "a NUL byte after the key's key_length bytes", bytes(area[terminators[index]:][:1]))
+    zeros = np.flatnonzero(area == 0)
+    if zeros.size != terminators.size:
+        # Every terminator is a zero, so the first position where the lists differ is a NUL inside a key.
+        first = int(np.flatnonzero(zeros[:terminators.size] != terminators)[0])
+        position = int(zeros[first])
+        raise ERRORS.invalid(f"item {first} key", table_end + position,
+                             "a key without NUL bytes (NUL only as the terminator)", b"\x00")
+
+
+def _check_arrays(entries: np.ndarray, data_offset: int, size: int) -> np.ndarray:
+    """Array ranges inside the data, 8-aligned, in table order without overlaps or gaps; returns their ends."""
+    types = entries["data_type"]
+    length = entries["data_length"]
+    start = entries["data_offset"]
+    limit = np.uint64(size)
+    itemsizes = ITEMSIZES[types]
+    bytes_ok = length <= limit // itemsizes
+    nbytes = np.where(bytes_ok, length * itemsizes, np.uint64(0))
+    inside = bytes_ok & (start <= limit) & (nbytes <= limit - np.minimum(start, limit))
+    end = np.where(inside, start + nbytes, limit)
+    previous_end = np.concatenate((np.array([data_offset], dtype=np.uint64), end[:-1]))
+    packed_start = (previous_end + np.uint64(ALIGNMENT - 1)) // np.uint64(ALIGNMENT) * np.uint64(ALIGNMENT)
+
+    def after_what(i: int) -> str:
+        return "header.data_offset" if i == 0 else f"the end of item {i - 1}'s array"
+
+    failure = first_failure([
+        (~inside, lambda i: ERRORS.invalid(
+            f"item {i} data range", _entry_offset("data_offset", i), f"inside the data's {size} bytes",
+            f"data_offset {int(start[i])}, data_length {int(length[i])} x {int(itemsizes[i])} bytes")),
+        (start % np.uint64(ALIGNMENT) != 0, lambda i: ERRORS.invalid(
+            f"item {i} data_offset", _entry_offset("data_offset", i), "a multiple of 8 (aligned array)",
+            int(start[i]))),
+        (start < previous_end, lambda i: ERRORS.invalid(
+            f"item {i} data_offset", _entry_offset("data_offset", i),
+            f">= {int(previous_end[i])} ({after_what(i)}; arrays must not overlap)", int(start[i]))),
+        (start != packed_start, lambda i: ERRORS.invalid(
+            f"item {i} data_offset", _entry_offset("data_offset", i),
+            f"{int(packed_start[i])} ({after_what(i)} rounded up to 8: arrays packed in table order)",
+            int(start[i]))),
+    ])
+    if failure is not None:
+        raise failure
+    return end
+
+
+def _parse_index(source: Source, key_encoding: str) -> KeyedIndex:
+    """Read and check the header, keys table and keys area of the store at the start of ``source``.
+
+    Every per-entry check is vectorised over the table, so opening costs
+    O(number of keys); nothing is allocated beyond what the data holds.
+    """
+    if source.size == 0:
+        raise _no_store()
+    size = source.size
+    header = HEADER.read(source, 0)
+    _check_header(header)
+    count = header.num_keys
+    table_end = KEYS_TABLE_OFFSET + ENTRY.size * count
+    entries = ENTRY.read_array(source, KEYS_TABLE_OFFSET, count, what=f"keys table ({count} entries)")
+    _check_keys(entries, table_end, size)
+    key_length = entries["key_length"].astype(np.uint64)
+    keys_end = table_end + int(key_length.sum(dtype=np.uint64)) + count
+    area = np.frombuffer(source.view(table_end, keys_end - table_end, "keys area"), dtype=np.uint8)
+    terminators = (entries["key_offset"] + key_length - np.uint64(table_end)).astype(np.intp)
+    _check_terminators(area, terminators, table_end)
+    keys = decode_keys(area.tobytes(), key_length.tolist(), table_end, key_encoding, ERRORS, separator=1)
+    data_offset = round_up(keys_end, ALIGNMENT)
+    if header.data_offset != data_offset:
+        raise ERRORS.invalid("header.data_offset", HEADER.offsets["data_offset"],
+                             f"{data_offset} (the keys area's end {keys_end} rounded up to 8)", header.data_offset)
+    source.check(keys_end, data_offset - keys_end, "padding after the keys area (up to header.data_offset)")
+    ends = _check_arrays(entries, data_offset, size)
+    store_end = int(ends[-1]) if count else data_offset
+    return KeyedIndex(header, keys, entries["data_type"].tolist(), entries["data_offset"].tolist(),
+                      entries["data_length"].tolist(), store_end)
+
+
+def _store_end_claimed(header: Any, entries: np.ndarray) -> int | None:
+    """Where the table says the store ends (last array's end, or data_offset), None for an unknown type."""
+    if entries.size == 0:
+        return header.data_offset
+    last = entries[-1]
+    if last["data_type"] >= len(DTYPES):
+        return None
+    return max(header.data_offset, int(last["data_offset"]) + int(last["data_length"]) * DTYPES[last["data_type"]].itemsize)
+
+
+def _read_store_bytes(stream: Any) -> memoryview:
+    """Read exactly one store from a stream: header, keys table, then up to the end of the last array.
+
+    The draft has no size field, but the last table entry fixes the store's
+    end, so three reads take exactly the store and leave the stream at the
+    next one. Whatever is inconsistent is read no further and left to the
+    parser to report.
+    """
+    try:
+        head = read_fixed(stream, HEADER.size, ERRORS, "header")
+    except EOFError:
+        raise _no_store() from None
+    header = HEADER.unpack(head)
+    try:
+        _check_header(header)
+    except _errors.FormatError:
+        return memoryview(head)
+    count = header.num_keys
+    table = read_exactly(stream, ENTRY.size * count, ERRORS, f"keys table ({count} entries)",
+                         offset=HEADER.size, prefix=head)
+    entries = np.frombuffer(table, dtype=ENTRY.dtype, count=count, offset=HEADER.size)
+    end = _store_end_claimed(header, entries)
+    if end is None or end <= len(table):
+        return table
+    return read_exactly(stream, end - len(table), ERRORS, "store (up to the end of the last array)",
+                        offset=len(table), prefix=bytes(table))
+
+
+LAYOUT = KeyedFormat(FORMAT_NAME, ERRORS, StoreClosedError, _parse_index, _read_store_bytes)
+
+
+# --------------------------------------------------------------------------- writer
+
+def _layout(prepared: list[PreparedItem]) -> tuple[bytes, np.ndarray, bytes]:
+    """Header bytes, keys table and keys area of ``prepared`` (checked for what KAST cannot hold)."""
+    count = len(prepared)
+    if count > U32_MAX:
+        raise UnsupportedError(f"kast: {count} keys do not fit the u32 num_keys field")
+    for item in prepared:
+        if 0 in item.key:
+            raise UnsupportedError(f"kast: key {item.key!r} contains a NUL byte; KAST keys are NUL-terminated")
+        if len(item.key) > U32_MAX:
+            raise UnsupportedError(f"kast: a key of {len(item.key)} bytes does not fit the u32 key_length field")
+    table = ENTRY.empty(count)
+    key_lengths = np.fromiter((len(item.key) for item in prepared), dtype=np.uint64, count=count)
+    codes = np.fromiter((item.code for item in prepared), dtype=np.uint32, count=count)
+    lengths = np.fromiter((item.array.size for item in prepared), dtype=np.uint64, count=count)
+    table_end = KEYS_TABLE_OFFSET + ENTRY.size * count
+    keys_end = table_end + int(key_lengths.sum()) + count
+    data_offset = round_up(keys_end, ALIGNMENT)
+    array_starts = np.empty(count, dtype=np.uint64)
+    position = data_offset
+    for index, size in enumerate((lengths * ITEMSIZES[codes]).tolist()):
+        position = round_up(position, ALIGNMENT)
+        array_starts[index] = position
+        position += size
+    table["key_length"] = key_lengths
+    table["key_offset"] = running_starts(key_lengths + np.uint64(1), table_end)
+    table["data_type"] = codes
+    table["data_length"] = lengths
+    table["data_offset"] = array_starts
+    header = HEADER.pack(magic=MAGIC, version_major=VERSION_MAJOR, version_minor=VERSION_MINOR, flags=0,
+                         num_keys=count, keys_table_offset=KEYS_TABLE_OFFSET, data_offset=data_offset)
+    area = b"".join(item.key + b"\x00" for item in prepared)
+    return header, table, area
+
+
+def _write(stream: BinaryIO, prepared: list[PreparedItem], layout: tuple[bytes, np.ndarray, bytes]) -> None:
+    header, table, area = layout
+    writer = Writer(stream)
+    writer.write(header)
+    writer.write(table)
+    writer.write(area)
+    writer.pad_to(ALIGNMENT)
+    writer.write_aligned_arrays((item.array for item in prepared), ALIGNMENT)
+
+
+# --------------------------------------------------------------------------- public API
+
+def load(file: Any, read_all: bool = False, key_encoding: str = DEFAULT_KEY_ENCODING, engine: Any = None) -> Store:
+    """Load a KAST store from a path (zero-copy map), fd or binary file object (``engine`` is ignored)."""
+    return load_store(LAYOUT, file, read_all, key_encoding)
+
+
+def loads(buffer: Any, read_all: bool = False, key_encoding: str = DEFAULT_KEY_ENCODING) -> Store:
+    """Load the first KAST store in a bytes-like buffer; arrays are views of the buffer."""
+    return Store(Source(memoryview(buffer), ERRORS), LAYOUT, key_encoding)
+
+
+def dump(data: Mapping, file: Any, key_encoding: str = DEFAULT_KEY_ENCODING, engine: Any = None) -> None:
+    """Write ``data`` (str -> 1-D array) as KAST to a path (atomically), fd or binary file object."""
+    prepared = prepare(data, key_encoding, FORMAT_NAME)
+    layout = _layout(prepared)
+    if isinstance(file, int) and not isinstance(file, bool) and file < 0:
+        raise ValueError(f"kast: invalid file descriptor {file}")
+    with output_stream(os.fsdecode(file) if is_path(file) else file) as stream:
+        _write(stream, prepared, layout)
+
+
+def dumps(data: Mapping, key_encoding: str = DEFAULT_KEY_ENCODING, engine: Any = None) -> bytes:
+    """The KAST bytes of ``data`` (str -> 1-D array)."""
+    prepared = prepare(data, key_encoding, FORMAT_NAME)
+    layout = _layout(prepared)
+    stream = io.BytesIO()
+    _write(stream, prepared, layout)
+    return stream.getvalue()
+
+
+# --------------------------------------------------------------------------- registry protocol
+
+def open(path: Any) -> Store:  # noqa: A001 - the registry protocol name
+    """Open a KAST file (zero-copy map)."""
+    return load(path)
+
+
+def _layout_problems(store: Store) -> list[str]:
+    """What loads but is not canonical: key order, non-zero reserved, header padding and padding bytes."""
+    problems = []
+    source = store.source
+    head = source.view(0, HEADER.size, "header")
+    for field in HEADER.nonzero_reserved(head):
+        problems.append(f"kast: header.{field} at byte {HEADER.offsets[field]}: expected zero bytes")
+    count = len(store)
+    entries = ENTRY.read_array(source, KEYS_TABLE_OFFSET, count)
+    key_offsets = entries["key_offset"].tolist()
+    key_lengths = entries["key_length"].tolist()
+    raw_keys = [bytes(source.view(offset, length, f"item {index} key"))
+                for index, (offset, length) in enumerate(zip(key_offsets, key_lengths))]
+    for index in range(1, count):
+        if raw_keys[index - 1] >= raw_keys[index]:
+            problems.append(f"kast: item {index} key at byte {key_offsets[index]}: expected keys sorted by their "
+                            f"bytes, found {raw_keys[index]!r} after {raw_keys[index - 1]!r}")
+    previous_end = key_offsets[-1] + key_lengths[-1] + 1 if count else KEYS_TABLE_OFFSET
+    itemsizes = ITEMSIZES[entries["data_type"]].tolist()
+    for index, (start, length, itemsize) in enumerate(zip(entries["data_offset"].tolist(),
+                                                          entries["data_length"].tolist(), itemsizes)):
+        if any(bytes(source.view(previous_end, start - previous_end, f"padding before item {index}'s array"))):
+            problems.append(f"kast: padding before item {index}'s array at byte {previous_end}: expected zero bytes")
+        previous_end = start + length * itemsize
+    return problems
+
+
+def _store_problems(handle: BinaryIO, size: int) -> list[str]:
+    """Problems of every store in an open file: the first, then any concatenated after it."""
+    problems: list[str] = []
+    index = 0
+    while True:
+        start = handle.tell()
+        if index and start >= size:
+            return problems
+        where = "" if index == 0 else (f"store {index} (concatenated after store {index - 1}, from byte {start} "
+                                        "on; its offsets count from there): ")
+        try:
+            with load(handle) as store:
+                problems += [where + problem for problem in _layout_problems(store)]
+        except _errors.FormatError as error:
+            return problems + [where + str(error)]
+        index += 1
+
+
+def validate(path: Any) -> list[str]:
+    """Every problem of a KAST file: load errors, unsorted keys, non-zero reserved/padding bytes, bad trailing stores."""
+    with io.open(path, "rb") as handle:
+        return _store_problems(handle, os.fstat(handle.fileno()).st_size)
+
+
+def info(path: Any) -> dict:
+    """Header facts and one row per key."""
+    with load(path) as store:
+        rows = entry_rows(store)
+        total = sum(row["nbytes"] for row in rows)
+        file_size = os.path.getsize(path)
+        return {
+            "version": f"{store.header.version_major}.{store.header.version_minor}",
+            "num_keys": len(store),
+            "data_offset": store.header.data_offset,
+            "store_size": store.file_size,
+            "file_size": file_size,
+            "trailing_bytes": file_size - store.file_size,
+            "summary": f"{len(store)} keys, {total} bytes of array data",
+            "items": rows,
+        }
+
+
+def entries(path: Any) -> list[dict]:
+    """Rows for ``arrayio ls``: key, dtype, shape, size in bytes."""
+    with load(path) as store:
+        return entry_rows(store)
+
+
+def cat(path: Any, name: str) -> Iterator[str]:
+    """The values of one key, one per line."""
+    with load(path) as store:
+        lines = list(value_lines(store, name))
+    return iter(lines)
+
+
+def demo(folder: Path) -> Path:
+    """Write a sample KAST store of all ten dtypes, load it back and check every array."""
+    data = sample_data()
+    path = Path(folder) / "demo.kast"
+    dump(data, path)
+    with load(path) as store:
+        if set(store) != set(data) or not all(np.array_equal(store[key], data[key]) for key in data):
+            raise _errors.FormatError("kast demo: the store read back differs from what was written")
+    return path
