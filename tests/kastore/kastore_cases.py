@@ -139,3 +139,84 @@ def assert_same(actual: dict, expected: dict) -> None:
         assert got.dtype == value.dtype.newbyteorder("<") or got.dtype == value.dtype, key
         assert got.shape == value.shape, key
         np.testing.assert_array_equal(got, value, err_msg=key)
+
+
+ITEMSIZES = [np.dtype(name).itemsize for name in DTYPE_NAMES]
+
+
+def craft(items: list[tuple[int, bytes, bytes]], *, major: int = 1, minor: int = 0, padding: int = 0,
+          header_reserved: bytes = bytes(40), item_reserved: bytes = bytes(24), type_reserved: bytes = bytes(7),
+          num_items: int | None = None) -> bytes:
+    """A store laid out canonically from raw parts, for inputs our writer refuses to make.
+
+    ``items`` are (type code, key bytes, array bytes) in file order; ``padding``
+    is the byte used between arrays.
+    """
+    count = len(items)
+    position = HEADER_SIZE + ITEM_SIZE * count
+    key_starts = []
+    for _, key, _ in items:
+        key_starts.append(position)
+        position += len(key)
+    body = bytearray()
+    array_starts = []
+    for _, _, data in items:
+        start = -(-position // 8) * 8
+        body += bytes([padding]) * (start - position)
+        array_starts.append(start)
+        body += data
+        position = start + len(data)
+    out = bytearray(struct.pack("<8sHHIQ", MAGIC, major, minor, count if num_items is None else num_items,
+                                position))
+    out += header_reserved
+    for (code, key, data), key_start, array_start in zip(items, key_starts, array_starts):
+        itemsize = ITEMSIZES[code] if code < 10 else 1
+        out += struct.pack("<B", code) + type_reserved
+        out += struct.pack("<QQQQ", key_start, len(key), array_start, len(data) // itemsize)
+        out += item_reserved
+    out += b"".join(key for _, key, _ in items)
+    out += body
+    return bytes(out)
+
+
+def canonical_problem(raw: bytes) -> str | None:
+    """An independent model of the reader's acceptance rules (notes §1.5 plus unique, decodable,
+    non-empty keys); None when ``raw`` holds a loadable store."""
+    if len(raw) < HEADER_SIZE:
+        return "short header"
+    magic, major, _, count, file_size = header(raw)
+    if magic != MAGIC:
+        return "magic"
+    if major != 1:
+        return "version"
+    if file_size < HEADER_SIZE or file_size > len(raw):
+        return "file_size"
+    position = HEADER_SIZE + ITEM_SIZE * count
+    if position > file_size:
+        return "descriptors"
+    items = [descriptor(raw, index) for index in range(count)]
+    keys = set()
+    for code, key_start, key_len, _, _ in items:
+        if code > 9:
+            return "type"
+        if key_start != position or key_len == 0:
+            return "key_start/key_len"
+        position += key_len
+        if position > file_size:
+            return "key range"
+        try:
+            key = raw[key_start:key_start + key_len].decode("utf-8")
+        except UnicodeDecodeError:
+            return "key utf-8"
+        if key in keys:
+            return "duplicate key"
+        keys.add(key)
+    for code, _, _, array_start, array_len in items:
+        if array_start != -(-position // 8) * 8:
+            return "array_start"
+        position = array_start + array_len * ITEMSIZES[code]
+        if position > file_size:
+            return "array range"
+    if position != file_size:
+        return "file_size"
+    return None
