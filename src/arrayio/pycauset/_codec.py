@@ -58,12 +58,12 @@ class _Decoder:
 
     def fail(self, field: str, expected: Any, found: Any = None, at: int | None = None) -> Exception:
         offset = self.base + (self.position if at is None else at)
-        return ERRORS.invalid(f"metadata {field}", offset, expected, found)
+        return ERRORS.invalid(f"metadata {field.strip()}", offset, expected, found)
 
     def take(self, length: int, field: str) -> memoryview:
         remaining = len(self.data) - self.position
         if length > remaining:
-            raise ERRORS.truncated_at(f"metadata {field}", self.base + self.position, length,
+            raise ERRORS.truncated_at(f"metadata {field.strip()}", self.base + self.position, length,
                                       self.base + len(self.data))
         chunk = self.data[self.position:self.position + length]
         self.position += length
@@ -75,9 +75,14 @@ class _Decoder:
     def count(self, field: str, per_item: int) -> int:
         at = self.position
         count = self.scalar(_U32, field)
-        if count * per_item > len(self.data) - self.position:
-            raise self.fail(field, f"at most {(len(self.data) - self.position) // per_item} "
-                            "(what the remaining bytes can hold)", count, at)
+        remaining = len(self.data) - self.position
+        if count * per_item > remaining:
+            offset = self.base + at
+            raise ERRORS.truncated(
+                f"pycauset: metadata {field.strip()} at byte {offset}: declares {count} entries of at least "
+                f"{per_item} bytes each, but only {remaining} bytes remain",
+                format=ERRORS.format, field=f"metadata {field.strip()}", offset=offset,
+                expected=f"at most {remaining // per_item}", found=count)
         self.entries += count
         if self.entries > MAX_ENTRIES:
             raise self.fail(field, f"at most {MAX_ENTRIES} values in one metadata map",

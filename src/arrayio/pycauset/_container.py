@@ -346,6 +346,8 @@ class Container:
 
 def _dense_chunks(array: np.ndarray, data_type: str, vector: bool, chunk_bytes: int = 1 << 24) -> Iterator[Any]:
     """The payload of a dense numpy array, in row chunks of bounded size (no full copy)."""
+    if array.size == 0:
+        return
     if data_type == "BIT":
         if vector:
             packed = np.packbits(array, bitorder="little")
