@@ -1,0 +1,253 @@
+"""Round trips through our writer and reader (hypothesis), the writer's refusals, atomicity,
+lookup by id, frame access and the registry protocol."""
+
+from __future__ import annotations
+
+import io
+import os
+
+import numpy as np
+import pytest
+from conftest import gradient_frames, write_sample
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from PIL import Image
+
+from arrayio import kdb
+
+names = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+
+
+@st.composite
+def episodes(draw):
+    frames = draw(st.integers(1, 6))
+    state_dim = draw(st.integers(0, 5))
+    action_dim = draw(st.integers(0, 4))
+    floats = st.floats(-1e6, 1e6, width=32, allow_nan=False)
+    states = np.array(draw(st.lists(st.lists(floats, min_size=state_dim, max_size=state_dim),
+                                    min_size=frames, max_size=frames)), np.float32).reshape(frames, state_dim)
+    actions = np.array(draw(st.lists(st.lists(floats, min_size=action_dim, max_size=action_dim),
+                                     min_size=frames, max_size=frames)), np.float32).reshape(frames, action_dim)
+    cameras = draw(st.lists(names, max_size=3, unique=True))
+    images = {}
+    for number, camera in enumerate(cameras):
+        channels = draw(st.sampled_from([1, 3, 4]))
+        height, width = draw(st.integers(1, 9)), draw(st.integers(1, 9))
+        seed = draw(st.integers(0, 2**16))
+        pixels = np.random.default_rng(seed).integers(0, 256, (frames, height, width, channels), dtype=np.uint8)
+        images[camera] = pixels[..., 0] if channels == 1 and number % 2 else pixels
+    return dict(states=states, actions=actions,
+                rewards=np.array(draw(st.lists(floats, min_size=frames, max_size=frames)), np.float32),
+                terminals=np.array(draw(st.lists(st.booleans(), min_size=frames, max_size=frames))),
+                images=images, embodiment=draw(names), task=draw(names), fps=draw(floats),
+                success=draw(st.sampled_from([None, True, False])),
+                total_reward=draw(st.one_of(st.none(), floats)))
+
+
+def check_equal(episode, given_episode, lossless=True):
+    np.testing.assert_array_equal(episode.states, given_episode["states"])
+    np.testing.assert_array_equal(episode.actions, given_episode["actions"])
+    np.testing.assert_array_equal(episode.rewards, given_episode["rewards"])
+    np.testing.assert_array_equal(episode.terminals != 0, given_episode["terminals"])
+    meta = episode.meta
+    assert (meta.embodiment, meta.task, meta.success) == (given_episode["embodiment"], given_episode["task"],
+                                                          given_episode["success"])
+    assert meta.fps == np.float32(given_episode["fps"])
+    assert meta.total_reward == (None if given_episode["total_reward"] is None
+                                 else np.float32(given_episode["total_reward"]))
+    assert episode.images.cameras == list(given_episode["images"])
+    for camera, pixels in given_episode["images"].items():
+        stored = episode.images[camera]
+        expected = pixels if pixels.ndim == 4 else pixels[..., None]
+        assert stored.shape == expected.shape
+        if lossless:
+            np.testing.assert_array_equal(stored, expected)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(episodes(), min_size=1, max_size=3), st.sampled_from([None, "png"]))
+def test_round_trip_lossless(tmp_path, given_episodes, compress):
+    path = tmp_path / "rt.kdb"
+    with kdb.Writer(path, compress=compress) as writer:
+        for given_episode in given_episodes:
+            writer.add_episode(**given_episode)
+    with kdb.open(path) as f:
+        assert len(f) == len(given_episodes)
+        assert f.num_frames == sum(len(e["states"]) for e in given_episodes)
+        for position, given_episode in enumerate(given_episodes):
+            check_equal(f.read_episode(position), given_episode)
+    assert kdb.validate(path) == []
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(episodes())
+def test_streaming_and_whole_episode_bytes_agree(tmp_path, given_episode):
+    whole, streamed = tmp_path / "whole.kdb", tmp_path / "streamed.kdb"
+    with kdb.Writer(whole, created_timestamp=5) as writer:
+        writer.add_episode(**given_episode)
+    with kdb.Writer(streamed, created_timestamp=5) as writer:
+        writer.begin_episode(state_dim=given_episode["states"].shape[1],
+                             action_dim=given_episode["actions"].shape[1],
+                             embodiment=given_episode["embodiment"], task=given_episode["task"],
+                             fps=given_episode["fps"], success=given_episode["success"],
+                             total_reward=given_episode["total_reward"])
+        for t in range(len(given_episode["states"])):
+            writer.add_frame(given_episode["states"][t], given_episode["actions"][t],
+                             reward=given_episode["rewards"][t], terminal=given_episode["terminals"][t],
+                             images={camera: pixels[t] for camera, pixels in given_episode["images"].items()})
+        writer.end_episode()
+    assert whole.read_bytes() == streamed.read_bytes()
+
+
+def test_jpeg_round_trip_is_close(tmp_path):
+    frames = gradient_frames(4, 32, 40)
+    path = tmp_path / "j.kdb"
+    with kdb.Writer(path, compress="jpeg", quality=95) as writer:
+        writer.add_episode(np.zeros((4, 1)), np.zeros((4, 1)), images={"cam": frames, "gray": frames[..., 0]})
+    with kdb.open(path) as f:
+        images = f.read_episode(0).images
+        assert all(record.compressed for record in images.records(0))
+        assert np.abs(images["cam"].astype(int) - frames).mean() < 4
+        assert images["gray"].shape == (4, 32, 40, 1)
+        assert len(images.raw(0, "cam")) < frames[0].nbytes
+
+
+def test_encoded_images_are_stored_as_given(tmp_path):
+    out = io.BytesIO()
+    Image.fromarray(gradient_frames(1, 6, 7)[0]).save(out, format="PNG")
+    png = out.getvalue()
+    path = tmp_path / "e.kdb"
+    with kdb.Writer(path) as writer:
+        writer.add_episode(np.zeros((1, 2)), np.zeros((1, 2)), images={"c": [kdb.EncodedImage(png, "png")]})
+    with kdb.open(path) as f:
+        record = f.image_records(0, 0)[0]
+        assert (record.width, record.height, record.channels, record.compressed) == (7, 6, 3, True)
+        assert bytes(f.read_episode(0).images.raw(0, "c")) == png
+        np.testing.assert_array_equal(f.read_frame(0, 0).images["c"], gradient_frames(1, 6, 7)[0])
+
+
+def test_raw_pixels_that_look_like_jpeg_stay_raw(tmp_path):
+    pixels = np.zeros((1, 2, 2, 3), np.uint8)
+    pixels[0, 0, 0] = (0xFF, 0xD8, 0xFF)  # the reference sniffs this as a JPEG and loses the frame
+    path = tmp_path / "s.kdb"
+    with kdb.Writer(path) as writer:
+        writer.add_episode(np.zeros((1, 1)), np.zeros((1, 1)), images={"c": pixels})
+    with kdb.open(path) as f:
+        np.testing.assert_array_equal(f.read_episode(0).images["c"], pixels)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda w: w.add_episode([[1.0, 2.0], [3.0]], [[0.0], [0.0]]), "ragged"),
+    (lambda w: w.add_episode(np.zeros((2, 2)), np.zeros((3, 1))), "actions has 3 frames"),
+    (lambda w: w.add_episode(np.zeros((0, 2)), np.zeros((0, 1))), "at least one frame"),
+    (lambda w: w.add_episode(np.zeros(3), np.zeros((3, 1))), "must be \\(frames, dim\\)"),
+    (lambda w: w.add_episode(np.zeros((1, 70000)), np.zeros((1, 1))), "state_dim = 70000"),
+    (lambda w: w.add_episode(np.zeros((1, 1)), np.zeros((1, 1)), task="x" * 70000), "task is 70000"),
+    (lambda w: w.add_episode(np.zeros((1, 1)), np.zeros((1, 1)), embodiment="é" * 40000), "embodiment"),
+    (lambda w: w.add_episode(np.zeros((1, 1)), np.zeros((1, 1)), rewards=[1, 2]), "rewards must have shape"),
+    (lambda w: w.add_episode(np.zeros((1, 1)), np.zeros((1, 1)), fps=1e40), "fps"),
+    (lambda w: w.add_episode(np.zeros((1, 1)), np.zeros((1, 1)), images={"c": [b"\xff\xd8\xff"]}), "EncodedImage"),
+    (lambda w: w.add_episode(np.zeros((1, 1)), np.zeros((1, 1)), images={"c": np.zeros((2, 2, 2, 3), np.uint8)}),
+     "2 images for 1 frames"),
+    (lambda w: w.add_episode(np.zeros((1, 1)), np.zeros((1, 1)), images={"c": np.zeros((1, 2, 2), np.float32)}),
+     "uint8"),
+    (lambda w: w.add_episode(np.zeros((1, 1)), np.zeros((1, 1)), images={"c" * 70000: np.zeros((1, 2, 2), np.uint8)}),
+     "camera name"),
+    (lambda w: w.add_episode(np.zeros((1, 1)), np.zeros((1, 1)), success=1), "success must be"),
+])
+def test_writer_refuses_what_the_reference_corrupts(tmp_path, call, message):
+    with kdb.Writer(tmp_path / "x.kdb") as writer:
+        with pytest.raises((ValueError, TypeError), match=message):
+            call(writer)
+        assert len(writer) == 0  # nothing half-written: the writer stays usable
+        writer.add_episode(np.zeros((1, 1)), np.zeros((1, 1)))
+    assert kdb.validate(tmp_path / "x.kdb") == []
+
+
+def test_streaming_refusals(tmp_path):
+    with kdb.Writer(tmp_path / "s.kdb") as writer:
+        writer.begin_episode(state_dim=2, action_dim=1)
+        with pytest.raises(ValueError, match="frame 0 state has 3 values"):
+            writer.add_frame([1, 2, 3], [0])
+        writer.add_frame([1, 2], [0])
+        with pytest.raises(ValueError, match="frame 1 action has 2 values"):
+            writer.add_frame([1, 2], [0, 1])
+        with pytest.raises(RuntimeError, match="episode is open"):
+            writer.add_episode(np.zeros((1, 1)), np.zeros((1, 1)))
+        writer.end_episode()
+        writer.begin_episode(state_dim=1, action_dim=1)
+        with pytest.raises(ValueError, match="at least one frame"):
+            writer.end_episode()
+        writer.add_frame([1], [1])
+        writer.end_episode()
+    with kdb.open(tmp_path / "s.kdb") as f:
+        assert [f.read_meta(i).num_frames for i in range(len(f))] == [1, 1]
+
+
+def test_failed_write_leaves_no_file_and_keeps_the_old_one(tmp_path):
+    path = tmp_path / "a.kdb"
+    path.write_bytes(b"old contents")
+    with pytest.raises(RuntimeError, match="boom"):
+        with kdb.Writer(path) as writer:
+            writer.add_episode(np.zeros((2, 1)), np.zeros((2, 1)))
+            raise RuntimeError("boom")
+    assert path.read_bytes() == b"old contents"
+    assert os.listdir(tmp_path) == ["a.kdb"]
+    with pytest.raises(RuntimeError, match="begun but not ended"):
+        with kdb.Writer(tmp_path / "b.kdb") as writer:
+            writer.begin_episode(state_dim=1, action_dim=1)
+            writer.add_frame([1], [1])
+            writer.close()
+    assert not (tmp_path / "b.kdb").exists()
+
+
+def test_streaming_memory_spills_to_disk(tmp_path, monkeypatch):
+    from arrayio.kdb import writer as writer_module
+
+    monkeypatch.setattr(writer_module, "SPOOL_BYTES", 1024)
+    frames = gradient_frames(50, 16, 16)
+    with kdb.Writer(tmp_path / "big.kdb") as writer:
+        writer.begin_episode(state_dim=1, action_dim=1)
+        for t in range(50):
+            writer.add_frame([t], [t], images={"c": frames[t]})
+        assert writer._episode.images._rolled  # past the bound, the episode lives in a temporary file
+        writer.end_episode()
+    with kdb.open(tmp_path / "big.kdb") as f:
+        np.testing.assert_array_equal(f.read_episode(0).images["c"], frames)
+
+
+def test_lookup_by_id_frames_and_locate(sample):
+    with kdb.open(sample) as f:
+        assert f.position_of(2) == 2
+        assert f.episode_by_id(1).meta.task == "task 1"
+        with pytest.raises(kdb.EpisodeIdNotFound):
+            f.episode_by_id(99)
+        with pytest.raises(kdb.EpisodeNotFound):
+            f.read_meta(3)
+        assert f.read_meta(-1).episode_id == 2
+        assert f.locate(0) == (0, 0) and f.locate(6) == (1, 0) and f.locate(20) == (2, 7)
+        frame = f.read_frame(1, 3, cameras=["wrist"])
+        assert list(frame.images) == ["wrist"] and frame.images["wrist"].shape == (16, 20, 3)
+        assert f.read_episode_actions_only(0).images is None
+        assert [episode.meta.episode_id for episode in f] == [0, 1, 2]
+
+
+def test_protocol_functions(sample, tmp_path):
+    facts = kdb.info(sample)
+    assert facts["episodes"] == 3 and facts["frames"] == 21 and facts["cameras"] == ["front", "wrist"]
+    assert facts["embodiments"] == ["arm"] and "summary" in facts
+    rows = kdb.entries(sample)
+    assert [row["name"] for row in rows] == ["0", "1", "2"] and rows[1]["frames"] == 7
+    lines = list(kdb.cat(sample, "1"))
+    assert lines[0].startswith("# episode 1") and len(lines) == 2 + 7
+    assert lines[2].split("\t")[0] == "0" and "front:20x16x3 compressed" in lines[2]
+    with pytest.raises(KeyError):
+        list(kdb.cat(sample, "nope"))
+    demo = kdb.demo(tmp_path)
+    assert kdb.validate(demo) == []
+
+
+def test_big_sample_with_many_episodes_opens(tmp_path):
+    path = write_sample(tmp_path / "many.kdb", episodes=40, frames=2, compress=None)
+    with kdb.open(path) as f:
+        assert len(f) == 40 and f.first_frames[-1] == f.num_frames

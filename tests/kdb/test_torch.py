@@ -1,0 +1,70 @@
+"""FrameDataset / EpisodeDataset: windows and pad masks at episode edges, and DataLoader workers."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from arrayio import kdb  # noqa: E402
+from arrayio.kdb.torch import EpisodeDataset, FrameDataset  # noqa: E402
+
+
+def test_frame_dataset_windows_and_pads(sample):
+    dataset = FrameDataset(sample, history=2, horizon=3)
+    assert len(dataset) == 21 and dataset.cameras == ["front", "wrist"]
+    with kdb.open(sample) as f:
+        episode = f.read_episode(0)
+        first = dataset[0]
+        np.testing.assert_array_equal(first["state"].numpy(), episode.states[0])
+        np.testing.assert_array_equal(first["action"].numpy(), episode.actions[0:3])
+        assert first["state_history_is_pad"].tolist() == [True, True]
+        np.testing.assert_array_equal(first["state_history"].numpy(), episode.states[[0, 0]])
+        last = dataset[5]  # episode 0 has 6 frames
+        assert last["action_is_pad"].tolist() == [False, True, True]
+        np.testing.assert_array_equal(last["action"].numpy(), episode.actions[[5, 5, 5]])
+        assert last["state_history_is_pad"].tolist() == [False, False]
+        assert bool(last["terminal"]) and int(last["episode"]) == 0 and int(last["frame"]) == 5
+        assert dataset[6]["episode"].item() == 1 and dataset[-1]["frame"].item() == 7
+        image = first["image.front"]
+        assert image.shape == (3, 16, 20) and image.dtype == torch.float32 and 0 <= float(image.min())
+        reference = f.read_frame(0, 0).images["front"]
+        np.testing.assert_allclose(image.numpy(), reference.transpose(2, 0, 1) / 255.0, atol=1e-6)
+
+
+def test_frame_dataset_without_images_and_uint8(sample):
+    assert "image.front" not in FrameDataset(sample, cameras=[])[3]
+    assert FrameDataset(sample, cameras=["wrist"], image_format="uint8")[3]["image.wrist"].dtype == torch.uint8
+    with pytest.raises(ValueError):
+        FrameDataset(sample, horizon=0)
+
+
+def test_pickles_by_path(sample):
+    dataset = FrameDataset(sample)
+    dataset[0]
+    clone = pickle.loads(pickle.dumps(dataset))
+    assert clone._lazy._file is None
+    assert clone[4]["frame"].item() == 4
+
+
+def test_dataloader_with_two_workers(sample):
+    loader = torch.utils.data.DataLoader(FrameDataset(sample, horizon=2), batch_size=4, num_workers=2,
+                                         shuffle=True, generator=torch.Generator().manual_seed(0))
+    seen = []
+    for batch in loader:
+        assert batch["action"].shape[1:] == (2, 2) and batch["image.wrist"].shape[1:] == (3, 16, 20)
+        seen.extend((batch["episode"] * 100 + batch["frame"]).tolist())
+    assert sorted(seen) == sorted(e * 100 + t for e, n in enumerate([6, 7, 8]) for t in range(n))
+
+
+def test_episode_dataset(sample):
+    dataset = EpisodeDataset(sample, image_format="uint8")
+    assert len(dataset) == 3
+    item = dataset[2]
+    assert item["states"].shape == (8, 3) and item["image.front"].shape == (8, 3, 16, 20)
+    assert item["terminals"].tolist()[-1] is True and item["task"] == "task 2"
+    loader = torch.utils.data.DataLoader(dataset, batch_size=1, num_workers=2)
+    assert [batch["actions"].shape[1] for batch in loader] == [6, 7, 8]
