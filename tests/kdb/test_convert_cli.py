@@ -1,0 +1,92 @@
+"""Ingest from robomimic HDF5 and LeRobot folders, export to .npz, and the CLI end to end."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from conftest import GOLDEN, gradient_frames, write_lerobot, write_robomimic
+
+from arrayio import kdb
+from arrayio.kdb import convert
+
+h5py = pytest.importorskip("h5py")
+pq = pytest.importorskip("pyarrow.parquet")
+
+
+def test_ingest_hdf5(tmp_path):
+    source = write_robomimic(tmp_path / "robomimic.hdf5")
+    target = tmp_path / "out.kdb"
+    assert convert.ingest_hdf5(source, target, compress=None, embodiment="panda") == 3
+    with kdb.open(target) as f, h5py.File(source, "r") as hdf5:
+        for position, demo in enumerate(["demo_0", "demo_1", "demo_10"]):  # numeric order, not lexicographic
+            group = hdf5["data"][demo]
+            episode = f.read_episode(position)
+            np.testing.assert_array_equal(episode.actions, group["actions"][()].astype(np.float32))
+            np.testing.assert_array_equal(episode.states, group["states"][()].astype(np.float32))
+            np.testing.assert_array_equal(episode.terminals != 0, group["dones"][()] != 0)
+            np.testing.assert_array_equal(episode.images["agentview"], group["obs/agentview_image"][()])
+            meta = episode.meta
+            assert (meta.task, meta.embodiment, meta.success, meta.total_reward) == ("Lift", "panda", True, 1.0)
+            assert episode.images.cameras == ["agentview", "robot0_eye_in_hand"]
+
+
+def test_ingest_lerobot(tmp_path):
+    source = write_lerobot(tmp_path / "lerobot", episodes=2, frames=4)
+    target = tmp_path / "out.kdb"
+    assert convert.ingest_lerobot(source, target) == 2
+    table = pq.read_table(source / "data" / "chunk-000" / "episode_000001.parquet").to_pydict()
+    with kdb.open(target) as f:
+        episode = f.read_episode(1)
+        assert (episode.meta.fps, episode.meta.embodiment, episode.meta.task) == (15.0, "koch", "stack the cubes 1")
+        np.testing.assert_array_equal(episode.states, np.array(table["observation.state"], np.float32))
+        np.testing.assert_array_equal(episode.actions, np.array(table["action"], np.float32))
+        assert episode.terminals.tolist() == [0, 0, 0, 0, 1]
+        assert bytes(episode.images.raw(2, "top")) == table["observation.images.top"][2]["bytes"]
+        np.testing.assert_array_equal(episode.images["top"], gradient_frames(5, 10, 14, shift=20))
+
+
+def test_export_npz(sample, tmp_path):
+    target = tmp_path / "out.npz"
+    assert convert.export_npz(sample, target) == 3
+    with np.load(target) as archive, kdb.open(sample) as f:
+        episode = f.read_episode(2)
+        np.testing.assert_array_equal(archive["episode_2.states"], episode.states)
+        np.testing.assert_array_equal(archive["episode_2.images.wrist"], episode.images["wrist"])
+        assert json.loads(str(archive["episodes.json"]))[1]["task"] == "task 1"
+
+
+def test_cli_generic_verbs(cli, sample, tmp_path):
+    result = cli("info", sample)
+    assert result.returncode == 0 and b"format: kdb" in result.stdout and b"3 episodes, 21 frames" in result.stdout
+    assert cli("validate", sample).returncode == 0
+    listing = cli("ls", "-l", sample)
+    assert listing.returncode == 0 and listing.stdout.decode().splitlines()[1].endswith("\t1")
+    lines = cli("cat", sample, "2").stdout.decode().splitlines()
+    assert lines[0].startswith("# episode 2") and len(lines) == 10
+    bad = tmp_path / "bad.kdb"
+    bad.write_bytes(GOLDEN[:100] + GOLDEN[101:])
+    result = cli("validate", bad)
+    assert result.returncode == 1 and b"index" in result.stdout
+    assert cli("cat", sample, "9").returncode == 1
+
+
+def test_cli_kdb_group(cli, tmp_path):
+    hdf5 = write_robomimic(tmp_path / "r.hdf5")
+    out = tmp_path / "r.kdb"
+    result = cli("kdb", "ingest-hdf5", hdf5, out, "--embodiment", "panda")
+    assert result.returncode == 0, result.stderr
+    assert kdb.validate(out) == [] and kdb.info(out)["embodiments"] == ["panda"]
+    lerobot = write_lerobot(tmp_path / "lr")
+    assert cli("kdb", "ingest-lerobot", lerobot, tmp_path / "l.kdb").returncode == 0
+    assert kdb.info(tmp_path / "l.kdb")["episodes"] == 2
+    assert cli("kdb", "export", out, tmp_path / "r.npz").returncode == 0
+    png = tmp_path / "episode.png"
+    result = cli("kdb", "show", out, "2", "--png", png)
+    assert result.returncode == 0, result.stderr
+    assert b"camera 'agentview'" in result.stdout and png.read_bytes().startswith(b"\x89PNG")
+    missing = cli("kdb", "show", out, "7")
+    assert missing.returncode == 1 and b"episode 7" in missing.stderr
+    broken = cli("kdb", "ingest-lerobot", tmp_path, tmp_path / "x.kdb")
+    assert broken.returncode == 1 and b"parquet" in broken.stderr
