@@ -142,7 +142,7 @@ def _numpy_layout(metadata: MetadataSection) -> tuple[np.dtype, tuple[int, ...],
         if key not in value:
             raise ERRORS.invalid(f"metadata[{key!r}]", where, f"a {key!r} entry for container 'numpy'", "none")
     stored = value["dtype"]
-    description = _as_tuples(_literal(stored) if isinstance(stored, str) else stored)
+    description = _literal(stored) if isinstance(stored, str) else _as_tuples(stored)
     try:
         dtype = np.dtype(description)
     except Exception as error:  # numpy raises many types for a bad description
