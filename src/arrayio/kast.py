@@ -19,7 +19,7 @@ from typing import Any, BinaryIO, Iterator
 import numpy as np
 
 from . import errors as _errors
-from ._binary import Record, Source, Writer, is_path, output_stream, read_exactly, round_up
+from ._binary import U64_MAX, Record, Source, Writer, is_path, output_stream, read_exactly, round_up
 from ._keyed import (DTYPES, ITEMSIZES, KeyedFormat, KeyedIndex, PreparedItem, Store, ValueInfo, decode_keys,
                      entry_rows, first_failure, load_store, prepare, read_fixed, running_starts, sample_data,
                      value_lines)
@@ -108,14 +108,17 @@ def _check_keys(entries: np.ndarray, table_end: int, size: int) -> None:
             f"item {i} data_type", _entry_offset("data_type", i), "a type code 0..9", int(types[i]))),
         (key_length == 0, lambda i: ERRORS.invalid(
             f"item {i} key_length", _entry_offset("key_length", i), "a non-empty key (key_length >= 1)", 0)),
-        ((key_offset > limit) | (key_length + 1 > limit - np.minimum(key_offset, limit)), lambda i: ERRORS.invalid(
-            f"item {i} key range", _entry_offset("key_offset", i),
-            f"the key and its NUL inside the data's {size} bytes",
+        (key_offset > np.uint64(U64_MAX) - (key_length + 1), lambda i: ERRORS.invalid(
+            f"item {i} key range", _entry_offset("key_offset", i), "key_offset + key_length + 1 below 2**64",
             f"key_offset {int(key_offset[i])}, key_length {int(key_length[i])}")),
         (key_offset != previous_end, lambda i: ERRORS.invalid(
             f"item {i} key_offset", _entry_offset("key_offset", i),
             f"{int(previous_end[i])} (keys packed in table order after the keys table, each followed by one NUL)",
             int(key_offset[i]))),
+        (key_offset + key_length + 1 > limit, lambda i: ERRORS.truncated(
+            format=FORMAT_NAME, field=f"item {i} key range", offset=_entry_offset("key_offset", i),
+            expected=f"the key and its NUL inside the data's {size} bytes",
+            found=f"key_offset {int(key_offset[i])}, key_length {int(key_length[i])}")),
     ])
     if failure is not None:
         raise failure
@@ -138,16 +141,16 @@ def _check_terminators(area: np.ndarray, terminators: np.ndarray, table_end: int
 
 
 def _check_arrays(entries: np.ndarray, data_offset: int, size: int) -> np.ndarray:
-    """Array ranges inside the data, 8-aligned, in table order without overlaps or gaps; returns their ends."""
+    """Array ranges below 2**64, 8-aligned, in table order without overlaps or gaps, inside the data; returns
+    their ends. The table's own consistency ranks before the data's presence, so a stream (which checks the
+    table before reading on) and a file report the same entry."""
     types = entries["data_type"]
     length = entries["data_length"]
     start = entries["data_offset"]
     limit = np.uint64(size)
     itemsizes = ITEMSIZES[types]
-    bytes_ok = length <= limit // itemsizes
-    nbytes = np.where(bytes_ok, length * itemsizes, np.uint64(0))
-    inside = bytes_ok & (start <= limit) & (nbytes <= limit - np.minimum(start, limit))
-    end = np.where(inside, start + nbytes, limit)
+    overflow = length > (np.uint64(U64_MAX) - start) // itemsizes
+    end = np.where(overflow, limit, start + np.where(overflow, np.uint64(0), length * itemsizes))
     previous_end = np.concatenate((np.array([data_offset], dtype=np.uint64), end[:-1]))
     packed_start = (previous_end + np.uint64(ALIGNMENT - 1)) // np.uint64(ALIGNMENT) * np.uint64(ALIGNMENT)
 
@@ -155,8 +158,9 @@ def _check_arrays(entries: np.ndarray, data_offset: int, size: int) -> np.ndarra
         return "header.data_offset" if i == 0 else f"the end of item {i - 1}'s array"
 
     failure = first_failure([
-        (~inside, lambda i: ERRORS.invalid(
-            f"item {i} data range", _entry_offset("data_offset", i), f"inside the data's {size} bytes",
+        (overflow, lambda i: ERRORS.invalid(
+            f"item {i} data range", _entry_offset("data_offset", i),
+            "data_offset + data_length x itemsize below 2**64",
             f"data_offset {int(start[i])}, data_length {int(length[i])} x {int(itemsizes[i])} bytes")),
         (start % np.uint64(ALIGNMENT) != 0, lambda i: ERRORS.invalid(
             f"item {i} data_offset", _entry_offset("data_offset", i), "a multiple of 8 (aligned array)",
@@ -168,10 +172,35 @@ def _check_arrays(entries: np.ndarray, data_offset: int, size: int) -> np.ndarra
             f"item {i} data_offset", _entry_offset("data_offset", i),
             f"{int(packed_start[i])} ({after_what(i)} rounded up to 8: arrays packed in table order)",
             int(start[i]))),
+        (end > limit, lambda i: ERRORS.truncated(
+            format=FORMAT_NAME, field=f"item {i} data range", offset=_entry_offset("data_offset", i),
+            expected=f"the array inside the data's {size} bytes",
+            found=f"data_offset {int(start[i])}, data_length {int(length[i])} x {int(itemsizes[i])} bytes")),
     ])
     if failure is not None:
         raise failure
     return end
+
+
+def _check_table(header: Any, entries: np.ndarray, size: int) -> tuple[int, int]:
+    """Everything the header and keys table fix, against ``size`` bytes of data; returns (keys_end, store_end).
+
+    Needs no bytes beyond the table, so a stream reader runs it (with an
+    unbounded size) before reading the rest of the store.
+    """
+    count = entries.size
+    table_end = KEYS_TABLE_OFFSET + ENTRY.size * count
+    _check_keys(entries, table_end, size)
+    keys_end = table_end + int(entries["key_length"].sum(dtype=np.uint64)) + count
+    data_offset = round_up(keys_end, ALIGNMENT)
+    if header.data_offset != data_offset:
+        raise ERRORS.invalid("header.data_offset", HEADER.offsets["data_offset"],
+                             f"{data_offset} (the keys area's end {keys_end} rounded up to 8)", header.data_offset)
+    if data_offset > size:
+        raise ERRORS.truncated_at("padding after the keys area (up to header.data_offset)", keys_end,
+                                  data_offset - keys_end, size)
+    ends = _check_arrays(entries, data_offset, size)
+    return keys_end, int(ends[-1]) if count else data_offset
 
 
 def _parse_index(source: Source, key_encoding: str) -> KeyedIndex:
@@ -182,65 +211,43 @@ def _parse_index(source: Source, key_encoding: str) -> KeyedIndex:
     """
     if source.size == 0:
         raise _no_store()
-    size = source.size
     header = HEADER.read(source, 0)
     _check_header(header)
     count = header.num_keys
-    table_end = KEYS_TABLE_OFFSET + ENTRY.size * count
     entries = ENTRY.read_array(source, KEYS_TABLE_OFFSET, count, what=f"keys table ({count} entries)")
-    _check_keys(entries, table_end, size)
+    keys_end, store_end = _check_table(header, entries, source.size)
+    table_end = KEYS_TABLE_OFFSET + ENTRY.size * count
     key_length = entries["key_length"].astype(np.uint64)
-    keys_end = table_end + int(key_length.sum(dtype=np.uint64)) + count
     area = np.frombuffer(source.view(table_end, keys_end - table_end, "keys area"), dtype=np.uint8)
     terminators = (entries["key_offset"] + key_length - np.uint64(table_end)).astype(np.intp)
     _check_terminators(area, terminators, table_end)
     keys = decode_keys(area.tobytes(), key_length.tolist(), table_end, key_encoding, ERRORS, separator=1)
-    data_offset = round_up(keys_end, ALIGNMENT)
-    if header.data_offset != data_offset:
-        raise ERRORS.invalid("header.data_offset", HEADER.offsets["data_offset"],
-                             f"{data_offset} (the keys area's end {keys_end} rounded up to 8)", header.data_offset)
-    source.check(keys_end, data_offset - keys_end, "padding after the keys area (up to header.data_offset)")
-    ends = _check_arrays(entries, data_offset, size)
-    store_end = int(ends[-1]) if count else data_offset
     return KeyedIndex(header, keys, entries["data_type"].tolist(), entries["data_offset"].tolist(),
                       entries["data_length"].tolist(), store_end)
-
-
-def _store_end_claimed(header: Any, entries: np.ndarray) -> int | None:
-    """Where the table says the store ends (last array's end, or data_offset), None for an unknown type."""
-    if entries.size == 0:
-        return header.data_offset
-    last = entries[-1]
-    if last["data_type"] >= len(DTYPES):
-        return None
-    return max(header.data_offset, int(last["data_offset"]) + int(last["data_length"]) * DTYPES[last["data_type"]].itemsize)
 
 
 def _read_store_bytes(stream: Any) -> memoryview:
     """Read exactly one store from a stream: header, keys table, then up to the end of the last array.
 
-    The draft has no size field, but the last table entry fixes the store's
+    The draft has no size field, but a consistent table fixes the store's
     end, so three reads take exactly the store and leave the stream at the
-    next one. Whatever is inconsistent is read no further and left to the
-    parser to report.
+    next one. The table is checked before the third read, so a bad table
+    never makes us read (or wait for) bytes that are not part of the store.
     """
     try:
         head = read_fixed(stream, HEADER.size, ERRORS, "header")
     except EOFError:
         raise _no_store() from None
     header = HEADER.unpack(head)
-    try:
-        _check_header(header)
-    except _errors.FormatError:
-        return memoryview(head)
+    _check_header(header)
     count = header.num_keys
     table = read_exactly(stream, ENTRY.size * count, ERRORS, f"keys table ({count} entries)",
                          offset=HEADER.size, prefix=head)
     entries = np.frombuffer(table, dtype=ENTRY.dtype, count=count, offset=HEADER.size)
-    end = _store_end_claimed(header, entries)
-    if end is None or end <= len(table):
+    _keys_end, store_end = _check_table(header, entries, U64_MAX)
+    if store_end == len(table):
         return table
-    return read_exactly(stream, end - len(table), ERRORS, "store (up to the end of the last array)",
+    return read_exactly(stream, store_end - len(table), ERRORS, "store (up to the end of the last array)",
                         offset=len(table), prefix=bytes(table))
 
 
