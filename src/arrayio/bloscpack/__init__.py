@@ -49,7 +49,7 @@ __all__ = [
     "FileNotFound", "NoSuchChecksum", "NoSuchCodec", "NoSuchSerializer", "ChunkingException",  # noqa: F405
     "ChunkSizeTypeSizeMismatch", "ChecksumMismatch", "FormatVersionMismatch", "ChecksumLengthMismatch",
     "NoMetadataFound", "NoChangeInMetadata", "MetadataSectionTooSmall", "NonUniformTypesize",
-    "NotEnoughSpace", "NotANumpyArray", "ObjectNumpyArrayRejection",
+    "NotEnoughSpace", "NotANumpyArray", "ObjectNumpyArrayRejection", "OffsetsRequired",
 ]
 
 Progress = Callable[[int], None]

@@ -34,6 +34,7 @@ __all__ = [
     "MetadataSectionTooSmall",
     "NonUniformTypesize",
     "NotEnoughSpace",
+    "OffsetsRequired",
     "NotANumpyArray",
     "ObjectNumpyArrayRejection",
 ]
@@ -97,6 +98,10 @@ class MetadataSectionTooSmall(UnsupportedError, RuntimeError):
 
 class NonUniformTypesize(UnsupportedError, RuntimeError):
     """Appending needs a typesize and the file does not record one."""
+
+
+class OffsetsRequired(UnsupportedError, RuntimeError):
+    """Appending needs an offsets table (bloscpack raises a plain RuntimeError here)."""
 
 
 class NotEnoughSpace(UnsupportedError, RuntimeError):

@@ -47,6 +47,7 @@ from .exceptions import (
     NonUniformTypesize,
     NotEnoughSpace,
     ObjectNumpyArrayRejection,
+    OffsetsRequired,
 )
 from .reader import BloscpackFile
 
@@ -219,8 +220,8 @@ def append_file(orig_file: Any, new_data: np.ndarray, blosc_args: Any = None,
         reader = BloscpackFile(source)
         header = reader.header
         if reader.offsets is None:
-            raise UnsupportedError("bloscpack: appending needs an offsets table; this file has none "
-                                   "(it was written with offsets disabled)")
+            raise OffsetsRequired("bloscpack: appending needs an offsets table; this file has none "
+                                  "(it was written with offsets disabled)")
         if header.chunk_size == UNKNOWN or header.last_chunk == UNKNOWN or header.nchunks == UNKNOWN:
             raise UnsupportedError("bloscpack: appending needs a file with known chunk_size, last_chunk and nchunks")
         if header.chunk_size == 0 and len(new_data):
