@@ -47,113 +47,128 @@ _MIN_ELEMENT_BYTES = 2
 _MIN_ENTRY_BYTES = 4
 
 
+def _describe(path: tuple, what: str) -> str:
+    """Render a lazily built value path, e.g. ``['view']['scalar'] tag``."""
+    parts = []
+    while path:
+        path, key = path
+        parts.append(f"[{key!r}]" if isinstance(key, str) else f"[{key}]")
+    return "".join(reversed(parts)) + (" " if parts else "") + what
+
+
 class _Decoder:
-    """A cursor over one encoded payload; ``base`` makes offsets absolute in the file."""
+    """A cursor over one encoded payload; ``base`` makes offsets absolute in the file.
+
+    Paths are built as nested tuples and only rendered into text for an error,
+    which keeps decoding a typical block cheap (load is O(1) but not free).
+    """
 
     def __init__(self, data: Any, base: int) -> None:
         self.data = memoryview(data).cast("B")
+        self.size = len(self.data)
         self.position = 0
         self.base = base
         self.entries = 0
 
-    def fail(self, field: str, expected: Any, found: Any = None, at: int | None = None) -> Exception:
-        offset = self.base + (self.position if at is None else at)
-        return ERRORS.invalid(f"metadata {field.strip()}", offset, expected, found)
+    def fail(self, path: tuple, what: str, expected: Any, found: Any, at: int) -> Exception:
+        return ERRORS.invalid(f"metadata {_describe(path, what)}", self.base + at, expected, found)
 
-    def take(self, length: int, field: str) -> memoryview:
-        remaining = len(self.data) - self.position
-        if length > remaining:
-            raise ERRORS.truncated_at(f"metadata {field.strip()}", self.base + self.position, length,
-                                      self.base + len(self.data))
-        chunk = self.data[self.position:self.position + length]
-        self.position += length
-        return chunk
+    def truncated(self, path: tuple, what: str, length: int) -> Exception:
+        return ERRORS.truncated_at(f"metadata {_describe(path, what)}", self.base + self.position, length,
+                                   self.base + self.size)
 
-    def scalar(self, codec: struct.Struct, field: str) -> Any:
-        return codec.unpack(self.take(codec.size, field))[0]
+    def take(self, length: int, path: tuple, what: str) -> memoryview:
+        start = self.position
+        if length > self.size - start:
+            raise self.truncated(path, what, length)
+        self.position = start + length
+        return self.data[start:start + length]
 
-    def count(self, field: str, per_item: int) -> int:
+    def scalar(self, codec: struct.Struct, path: tuple, what: str) -> Any:
+        start = self.position
+        if codec.size > self.size - start:
+            raise self.truncated(path, what, codec.size)
+        self.position = start + codec.size
+        return codec.unpack_from(self.data, start)[0]
+
+    def count(self, path: tuple, what: str, per_item: int) -> int:
         at = self.position
-        count = self.scalar(_U32, field)
-        remaining = len(self.data) - self.position
+        count = self.scalar(_U32, path, what)
+        remaining = self.size - self.position
         if count * per_item > remaining:
-            offset = self.base + at
+            field = f"metadata {_describe(path, what)}"
             raise ERRORS.truncated(
-                f"pycauset: metadata {field.strip()} at byte {offset}: declares {count} entries of at least "
+                f"pycauset: {field} at byte {self.base + at}: declares {count} entries of at least "
                 f"{per_item} bytes each, but only {remaining} bytes remain",
-                format=ERRORS.format, field=f"metadata {field.strip()}", offset=offset,
+                format=ERRORS.format, field=field, offset=self.base + at,
                 expected=f"at most {remaining // per_item}", found=count)
         self.entries += count
         if self.entries > MAX_ENTRIES:
-            raise self.fail(field, f"at most {MAX_ENTRIES} values in one metadata map",
-                            self.entries, at)
+            raise self.fail(path, what, f"at most {MAX_ENTRIES} values in one metadata map", self.entries, at)
         return count
 
-    def text(self, length: int, field: str) -> str:
+    def text(self, length: int, path: tuple, what: str) -> str:
         at = self.position
-        raw = self.take(length, field)
+        raw = self.take(length, path, what)
         try:
             return str(raw, "utf-8")
         except UnicodeDecodeError as error:
-            raise self.fail(field, "UTF-8 text", f"invalid byte at +{error.start}", at) from None
+            raise self.fail(path, what, "UTF-8 text", f"invalid byte at +{error.start}", at) from None
 
-    def value(self, path: str, depth: int) -> Any:
+    def length(self, path: tuple, what: str, limit: int) -> int:
         at = self.position
-        tag = self.scalar(_U8, f"{path} tag")
-        if tag == TAG_BOOL:
-            flag = self.scalar(_U8, f"{path} bool")
-            if flag > 1:
-                raise self.fail(f"{path} bool", "0 or 1", flag, at + 1)
-            return bool(flag)
-        if tag == TAG_I64:
-            return self.scalar(_I64, f"{path} i64")
-        if tag == TAG_U64:
-            return self.scalar(_U64, f"{path} u64")
-        if tag == TAG_F64:
-            return self.scalar(_F64, f"{path} f64")
-        if tag == TAG_STRING:
-            length = self._length(f"{path} string length", MAX_STRING_BYTES)
-            return self.text(length, f"{path} string")
-        if tag == TAG_BYTES:
-            length = self._length(f"{path} bytes length", MAX_BYTES_LENGTH)
-            return bytes(self.take(length, f"{path} bytes"))
-        if tag in (TAG_ARRAY, TAG_MAP):
-            if depth >= MAX_DEPTH:
-                raise self.fail(f"{path} tag", f"nesting depth at most {MAX_DEPTH}", depth + 1, at)
-            return self.array(path, depth + 1) if tag == TAG_ARRAY else self.map(path, depth + 1)
-        raise self.fail(f"{path} tag", "a tag 0x01..0x08", f"0x{tag:02x}", at)
-
-    def _length(self, field: str, limit: int) -> int:
-        at = self.position
-        length = self.scalar(_U32, field)
+        length = self.scalar(_U32, path, what)
         if length > limit:
-            raise self.fail(field, f"at most {limit} bytes", length, at)
+            raise self.fail(path, what, f"at most {limit} bytes", length, at)
         return length
 
-    def array(self, path: str, depth: int) -> list:
-        count = self.count(f"{path} array count", _MIN_ELEMENT_BYTES)
-        return [self.value(f"{path}[{index}]", depth) for index in range(count)]
+    def value(self, path: tuple, depth: int) -> Any:
+        at = self.position
+        tag = self.scalar(_U8, path, "tag")
+        if tag == TAG_STRING:
+            return self.text(self.length(path, "string length", MAX_STRING_BYTES), path, "string")
+        if tag == TAG_U64:
+            return self.scalar(_U64, path, "u64")
+        if tag == TAG_F64:
+            return self.scalar(_F64, path, "f64")
+        if tag == TAG_BOOL:
+            flag = self.scalar(_U8, path, "bool")
+            if flag > 1:
+                raise self.fail(path, "bool", "0 or 1", flag, at + 1)
+            return bool(flag)
+        if tag == TAG_I64:
+            return self.scalar(_I64, path, "i64")
+        if tag == TAG_BYTES:
+            return bytes(self.take(self.length(path, "bytes length", MAX_BYTES_LENGTH), path, "bytes"))
+        if tag == TAG_ARRAY or tag == TAG_MAP:
+            if depth >= MAX_DEPTH:
+                raise self.fail(path, "tag", f"nesting depth at most {MAX_DEPTH}", depth + 1, at)
+            return self.array(path, depth + 1) if tag == TAG_ARRAY else self.map(path, depth + 1)
+        raise self.fail(path, "tag", "a tag 0x01..0x08", f"0x{tag:02x}", at)
 
-    def map(self, path: str, depth: int) -> dict:
-        count = self.count(f"{path} map count", _MIN_ENTRY_BYTES)
+    def array(self, path: tuple, depth: int) -> list:
+        count = self.count(path, "array count", _MIN_ELEMENT_BYTES)
+        return [self.value((path, index), depth) for index in range(count)]
+
+    def map(self, path: tuple, depth: int) -> dict:
+        count = self.count(path, "map count", _MIN_ENTRY_BYTES)
         result: dict[str, Any] = {}
-        for index in range(count):
-            key_length = self.scalar(_U16, f"{path} key {index} length")
-            key = self.text(key_length, f"{path} key {index}")
-            result[key] = self.value(f"{path}[{key!r}]", depth)
+        for _ in range(count):
+            key = self.text(self.scalar(_U16, path, "key length"), path, "key")
+            result[key] = self.value((path, key), depth)
         return result
 
 
 def decode_metadata(data: Any, base_offset: int = 0) -> dict[str, Any]:
     """Decode one typed-metadata payload (a top-level Map) into a dict; errors name file offsets."""
     decoder = _Decoder(data, base_offset)
-    tag = decoder.scalar(_U8, "top-level tag")
+    tag = decoder.scalar(_U8, (), "top-level tag")
     if tag != TAG_MAP:
-        raise decoder.fail("top-level tag", f"0x{TAG_MAP:02x} (a map)", f"0x{tag:02x}", 0)
-    result = decoder.map("", 1)
-    if decoder.position != len(decoder.data):
-        raise decoder.fail("payload end", "no bytes after the top-level map",
-                           f"{len(decoder.data) - decoder.position} trailing bytes")
+        raise decoder.fail((), "top-level tag", f"0x{TAG_MAP:02x} (a map)", f"0x{tag:02x}", 0)
+    result = decoder.map((), 1)
+    if decoder.position != decoder.size:
+        raise decoder.fail((), "payload end", "no bytes after the top-level map",
+                           f"{decoder.size - decoder.position} trailing bytes", decoder.position)
     return result
 
 
