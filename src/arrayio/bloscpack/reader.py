@@ -177,20 +177,23 @@ class BloscpackFile:
         self._check_header()
         self.checksum: Checksum = CHECKSUMS[self.header.checksum]
         position = HEADER.size
+        if self.nchunks_claimed != UNKNOWN:
+            least = BLOSC_OVERHEAD + self.checksum.size
+            if position + self.nchunks_claimed * least > source.size:
+                raise ERRORS.invalid("header.nchunks", HEADER.offset_of("nchunks"),
+                                     f"at most {max(0, source.size - position) // least} (each chunk takes at "
+                                     f"least {least} bytes and the data is {source.size} bytes)",
+                                     self.nchunks_claimed)
         self.metadata_section: MetadataSection | None = None
         if self.header.options & OPTION_METADATA:
             self.metadata_section = _read_metadata(source, position)
             position += self.metadata_section.length
         self.offsets_offset = position
         self.offsets: np.ndarray | None = None
-        self.nchunks = self.header.nchunks
+        self.nchunks = self.nchunks_claimed
         if self.header.options & OPTION_OFFSETS:
             position = self._read_offsets(position)
         self.data_offset = position
-        if self.nchunks != UNKNOWN:
-            least = self.nchunks * (BLOSC_OVERHEAD + self.checksum.size)
-            source.check(position, least, f"{self.nchunks} chunks of at least "
-                                          f"{BLOSC_OVERHEAD + self.checksum.size} bytes each")
         self._positions: np.ndarray | None = None
         self._starts: np.ndarray | None = None
         self._offsets_trusted = False
@@ -279,6 +282,11 @@ class BloscpackFile:
         if header.nchunks == 0:
             return 0
         return (header.nchunks - 1) * header.chunk_size + header.last_chunk
+
+    @property
+    def nchunks_claimed(self) -> int:
+        """The header's nchunks (-1 = not recorded; ``nchunks`` then holds the count found)."""
+        return self.header.nchunks
 
     @property
     def metadata(self) -> Any:
