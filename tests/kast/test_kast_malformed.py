@@ -21,10 +21,6 @@ BASE = build(base_items())  # table 40..135, keys 136..152 (alpha 136, beta 142,
 U64 = 2**64 - 1
 
 
-def _keys_and_arrays(store) -> dict:
-    return {key: store[key].copy() for key in store}
-
-
 def load_bytes(raw: bytes):
     return kast.loads(raw)
 
