@@ -180,10 +180,8 @@ class BloscpackFile:
         if self.nchunks_claimed != UNKNOWN:
             least = BLOSC_OVERHEAD + self.checksum.size
             if position + self.nchunks_claimed * least > source.size:
-                raise ERRORS.invalid("header.nchunks", HEADER.offset_of("nchunks"),
-                                     f"at most {max(0, source.size - position) // least} (each chunk takes at "
-                                     f"least {least} bytes and the data is {source.size} bytes)",
-                                     self.nchunks_claimed)
+                raise ERRORS.truncated_at(f"the {self.nchunks_claimed} chunks of header.nchunks (at least {least} "
+                                          "bytes each)", position, self.nchunks_claimed * least, source.size)
         self.metadata_section: MetadataSection | None = None
         if self.header.options & OPTION_METADATA:
             self.metadata_section = _read_metadata(source, position)
