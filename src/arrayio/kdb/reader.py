@@ -195,7 +195,8 @@ class KdbFile:
         self.on_bad_image = on_bad_image
         self.header = self._read_header()
         self.index = self._read_index()
-        self._frame_starts: dict[int, list[int]] = {}
+        self._walks: dict[int, _FrameWalk] = {}
+        self._steps: dict[int, np.ndarray] = {}
         self._positions_by_id: dict[int, int] | None = None
         self._first_frames: np.ndarray | None = None
 
@@ -274,6 +275,8 @@ class KdbFile:
     def close(self) -> None:
         """Release the map (arrays already handed out keep their pages alive)."""
         self.index = self.index[:0].copy()
+        self._walks.clear()
+        self._steps.clear()
         self.source.close()
 
     def __len__(self) -> int:
@@ -336,10 +339,14 @@ class KdbFile:
 
     def steps(self, position: int) -> np.ndarray:
         """Zero-copy structured view (frames,) of state, action, reward, is_terminal."""
-        entry = self._entry(position)
-        dtype = step_dtype(int(entry["state_dim"]), int(entry["action_dim"]))
-        return self.source.array(int(entry["actions_offset"]), int(entry["num_frames"]), dtype,
-                                 f"episode {int(position) % len(self)} state/action section")
+        steps = self._steps.get(position)
+        if steps is None:
+            entry = self._entry(position)
+            position = int(position) % len(self)
+            dtype = step_dtype(int(entry["state_dim"]), int(entry["action_dim"]))
+            steps = self._steps[position] = self.source.array(int(entry["actions_offset"]), int(entry["num_frames"]),
+                                                              dtype, f"episode {position} state/action section")
+        return steps
 
     def read_episode(self, position: int, *, on_bad_image: str | None = None) -> Episode:
         """Metadata, state/action views and lazy images of the episode at ``position``."""
@@ -420,15 +427,13 @@ class KdbFile:
 
     def image_records(self, position: int, frame: int) -> list[ImageRecord]:
         """Parse the image records of one frame (finding the frame's start on first use)."""
-        entry = self._entry(position)
-        position = int(position) % len(self)
-        if not 0 <= frame < int(entry["num_frames"]):
-            raise EpisodeNotFound(f"kdb: frame {frame} is outside 0..{int(entry['num_frames']) - 1} "
-                                  f"of episode {position}")
-        start = int(entry["images_offset"])
-        section = self.source.view(start, int(entry["images_length"]), f"episode {position} image section")
-        offset = self._frame_start(position, frame, section, start)
-        where = f"episode {position} frame {frame}"
+        walk = self._walk(position)
+        if not 0 <= frame < walk.num_frames:
+            raise EpisodeNotFound(f"kdb: frame {frame} is outside 0..{walk.num_frames - 1} "
+                                  f"of episode {walk.position}")
+        section, start = walk.section, walk.start
+        offset = walk.frame_start(frame)
+        where = f"episode {walk.position} frame {frame}"
         count = self._unpack(CAMERA_COUNT, section, offset, start, f"{where} num_cameras").num_cameras
         offset += CAMERA_COUNT.size
         records = []
@@ -437,7 +442,10 @@ class KdbFile:
             name_length = self._unpack(STRING_LENGTH, section, offset, start, f"{what} name length").length
             offset += STRING_LENGTH.size
             self._bounds(section, offset, name_length, start, f"{what} name")
-            name = decode_utf8(section[offset:offset + name_length], f"{what} name", start + offset)
+            name = walk.names.get(bytes(section[offset:offset + name_length]))
+            if name is None:
+                raw = bytes(section[offset:offset + name_length])
+                name = walk.names[raw] = decode_utf8(memoryview(raw), f"{what} name", start + offset)
             offset += name_length
             head = self._unpack(IMAGE_HEADER, section, offset, start, f"{what} ({name!r}) image header")
             offset += IMAGE_HEADER.size
@@ -449,36 +457,21 @@ class KdbFile:
 
     def frame_offset(self, position: int, frame: int) -> int:
         """Absolute offset of a frame's image records; ``frame == num_frames`` gives where the last one ends."""
-        entry = self._entry(position)
-        position = int(position) % len(self)
-        if not 0 <= frame <= int(entry["num_frames"]):
-            raise EpisodeNotFound(f"kdb: frame {frame} is outside 0..{int(entry['num_frames'])} of episode {position}")
-        start = int(entry["images_offset"])
-        section = self.source.view(start, int(entry["images_length"]), f"episode {position} image section")
-        return start + self._frame_start(position, frame, section, start)
+        walk = self._walk(position)
+        if not 0 <= frame <= walk.num_frames:
+            raise EpisodeNotFound(f"kdb: frame {frame} is outside 0..{walk.num_frames} of episode {walk.position}")
+        return walk.start + walk.frame_start(frame)
 
-    def _frame_start(self, position: int, frame: int, section: memoryview, start: int) -> int:
-        """Offset of ``frame`` inside its image section, walking (and caching) the frames before it."""
-        starts = self._frame_starts.setdefault(position, [0])
-        offset = starts[-1]
-        try:
-            while len(starts) <= frame:
-                (count,) = _READ_U16(section, offset)
-                offset += 2
-                for _ in range(count):
-                    (name_length,) = _READ_U16(section, offset)
-                    offset += 2 + name_length
-                    (data_length,) = _READ_DATA_LEN(section, offset + _DATA_LEN_AT)
-                    offset += IMAGE_HEADER.size + data_length
-                if offset > len(section):
-                    raise struct.error("frame runs past its section")
-                starts.append(offset)
-        except struct.error:
-            walked = len(starts) - 1
-            raise ERRORS.truncated_at(f"episode {position} frame {walked} image records", start + starts[walked],
-                                      max(offset, starts[walked] + 2) - starts[walked],
-                                      start + len(section)) from None
-        return starts[frame]
+    def _walk(self, position: int) -> "_FrameWalk":
+        """The (cached) frame finder of one episode's image section."""
+        walk = self._walks.get(position)
+        if walk is None:
+            entry = self._entry(position)
+            position = int(position) % len(self)
+            start = int(entry["images_offset"])
+            section = self.source.view(start, int(entry["images_length"]), f"episode {position} image section")
+            walk = self._walks[position] = _FrameWalk(position, start, section, int(entry["num_frames"]))
+        return walk
 
     @staticmethod
     def _bounds(section: memoryview, offset: int, length: int, base: int, what: str) -> None:
@@ -489,6 +482,56 @@ class KdbFile:
     def _unpack(cls, record: Any, section: memoryview, offset: int, base: int, what: str) -> Any:
         cls._bounds(section, offset, record.size, base, what)
         return record.unpack(section, offset)
+
+
+class _FrameWalk:
+    """Finds where each frame's image records start inside one episode's image section.
+
+    Records are variable-length, so a frame is found by walking the records
+    before it (reading only the name lengths and data lengths, bounds-checked)
+    as far as the frame asked for; the starts found are cached, so each
+    record is walked at most once per open file.
+    """
+
+    def __init__(self, position: int, start: int, section: memoryview, num_frames: int) -> None:
+        self.position = position
+        self.start = start
+        self.section = section
+        self.num_frames = num_frames
+        self.starts = [0]
+        self.names: dict[bytes, str] = {}
+
+    def frame_start(self, frame: int) -> int:
+        """Offset of ``frame`` (``num_frames``: the end of the last frame) inside the section."""
+        starts = self.starts
+        if frame < len(starts):
+            return starts[frame]
+        return self._walk_to(frame)
+
+    def _walk_to(self, frame: int) -> int:
+        starts, section = self.starts, self.section
+        size = len(section)
+        offset = starts[-1]
+        known = len(starts)
+        try:
+            while known <= frame:
+                (count,) = _READ_U16(section, offset)
+                offset += 2
+                for _ in range(count):
+                    (name_length,) = _READ_U16(section, offset)
+                    offset += 2 + name_length
+                    (data_length,) = _READ_DATA_LEN(section, offset + _DATA_LEN_AT)
+                    offset += IMAGE_HEADER.size + data_length
+                if offset > size:
+                    raise struct.error("frame runs past its section")
+                starts.append(offset)
+                known += 1
+        except struct.error:
+            walked = known - 1
+            raise ERRORS.truncated_at(f"episode {self.position} frame {walked} image records",
+                                      self.start + starts[walked], max(offset, starts[walked] + 2) - starts[walked],
+                                      self.start + size) from None
+        return starts[frame]
 
 
 def open_file(target: Any, *, on_bad_image: str = "raise") -> KdbFile:
