@@ -7,6 +7,7 @@ import warnings
 import numpy as np
 import pytest
 
+from arrayio import UnsupportedError
 from arrayio import pycauset as ours
 from arrayio.pycauset._container import HEADER_BYTES, identity_metadata, write_container
 
@@ -239,3 +240,23 @@ def test_summaries_agree_with_reference_tool(reference, tmp_path):
     assert mine["preamble"] == theirs["preamble"]
     for key in ("slot_a", "slot_b"):
         assert vars(mine[key]) == vars(theirs[key])
+
+
+def test_reference_causal_set_and_block_matrix(reference, tmp_path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        causal_set = reference.causet(n=30, seed=2)
+        ref_save(reference, causal_set, tmp_path / "cs.pycauset")
+        relation = np.asarray(reference.to_numpy(reference.load(str(tmp_path / "cs.pycauset")).causal_matrix))
+        from pycauset._internal.blockmatrix import BlockMatrix
+        eye, ones = reference.matrix(np.eye(2)), reference.matrix(np.ones((2, 2)))
+        ref_save(reference, BlockMatrix([[eye, ones], [ones, eye]]), tmp_path / "bm.pycauset")
+    container = ours.load(tmp_path / "cs.pycauset")
+    assert container.metadata["object_type"] == "CausalSet"
+    assert np.array_equal(container.array, relation)
+    block = ours.load(tmp_path / "bm.pycauset")
+    assert block.matrix_type == "BLOCK" and block.shape == (4, 4)
+    assert block.metadata["block_manifest"]["row_partitions"] == [0, 2, 4]
+    with pytest.raises(UnsupportedError):
+        block.array
+    assert ours.validate(tmp_path / "bm.pycauset") == []

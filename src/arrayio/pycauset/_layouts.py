@@ -244,7 +244,9 @@ def layout_from_metadata(metadata: dict, payload_length: int, offset: int | None
     """Build the Layout the identity keys describe; ``offset`` (of the metadata block) goes into errors."""
     matrix_type = metadata.get("matrix_type")
     if matrix_type in OPAQUE_MATRIX_TYPES:
-        return Layout(str(matrix_type), str(metadata.get("data_type")), "none", 0, 0, opaque=True)
+        shape = [metadata.get(key) for key in ("rows", "cols")]
+        rows, cols = (value if isinstance(value, int) and not isinstance(value, bool) else 0 for value in shape)
+        return Layout(str(matrix_type), str(metadata.get("data_type")), "none", rows, cols, opaque=True)
     if matrix_type not in MATRIX_TYPES:
         raise _fail("matrix_type", f"one of {', '.join(sorted(MATRIX_TYPES | dict.fromkeys(OPAQUE_MATRIX_TYPES)))}",
                     matrix_type, offset)
@@ -267,14 +269,14 @@ def layout_from_metadata(metadata: dict, payload_length: int, offset: int | None
         raise _fail("payload_layout.params", "a map", type(params).__name__, offset)
     view = metadata.get("view", {})
     is_transposed = bool(view.get("is_transposed", False)) if isinstance(view, dict) else False
-    if kind != DENSE or matrix_type == "VECTOR":
-        if rows != cols and matrix_type != "VECTOR":
-            raise _fail("cols", f"cols == rows ({rows}) for {matrix_type}", cols, offset)
-    elif is_transposed and rows != cols and "order" not in params:
+    if kind != DENSE and rows != cols:
+        raise _fail("cols", f"cols == rows ({rows}) for {matrix_type}", cols, offset)
+    if matrix_type == "VECTOR":
+        if cols != 1:
+            raise _fail("cols", "1 for a VECTOR", cols, offset)
+    elif kind == DENSE and is_transposed and rows != cols and "order" not in params:
         # pycauset <= 0.6.1 writes the logical (transposed) shape; its files have no params.
         rows, cols = cols, rows
-    if matrix_type == "VECTOR" and cols != 1:
-        raise _fail("cols", "1 for a VECTOR", cols, offset)
     _check_params(params, matrix_type, data_type, cols, offset)
     diagonal = bool(type_diagonal)
     if type_diagonal is None:

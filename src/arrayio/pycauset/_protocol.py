@@ -89,11 +89,7 @@ def _reserved_problems(source: Source, slots: Any) -> list[str]:
 
 def validate(path: Any) -> list[str]:
     """Every problem found: preamble, both slots (CRC, alignment, ranges), blocks, identity, payload length."""
-    try:
-        source = Source.open(path, ERRORS)
-    except FormatError as error:
-        return [str(error)]
-    with source:
+    with Source.open(path, ERRORS) as source:
         try:
             check_preamble(source)
             slots = read_slots(source)
