@@ -44,7 +44,7 @@ HEADER = Record("header", [
     ("reserved", "4s"), ("padding", "4s"),
 ], size=40)
 
-# One keys-table entry; packed, so key_offset and the two u64 after data_type are not 8-aligned.
+# One keys-table entry. Packed: key_offset sits at byte 4, so tables are read as unaligned structured views.
 ENTRY = Record("keys table entry", [
     ("key_length", "<u4"), ("key_offset", "<u8"), ("data_type", "<u4"),
     ("data_length", "<u8"), ("data_offset", "<u8"),
@@ -244,7 +244,7 @@ def _read_store_bytes(stream: Any) -> memoryview:
     table = read_exactly(stream, ENTRY.size * count, ERRORS, f"keys table ({count} entries)",
                          offset=HEADER.size, prefix=head)
     entries = np.frombuffer(table, dtype=ENTRY.dtype, count=count, offset=HEADER.size)
-    _keys_end, store_end = _check_table(header, entries, U64_MAX)
+    store_end = _check_table(header, entries, U64_MAX)[1]
     if store_end == len(table):
         return table
     return read_exactly(stream, store_end - len(table), ERRORS, "store (up to the end of the last array)",
