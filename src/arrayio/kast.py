@@ -20,9 +20,9 @@ import numpy as np
 
 from . import errors as _errors
 from ._binary import U64_MAX, Record, Source, Writer, is_path, output_stream, read_exactly, round_up
-from ._keyed import (DTYPES, ITEMSIZES, KeyedFormat, KeyedIndex, PreparedItem, Store, ValueInfo, decode_keys,
-                     entry_rows, first_failure, load_store, prepare, read_fixed, running_starts, sample_data,
-                     value_lines)
+from ._keyed import (DTYPES, ITEMSIZES, KeyedFormat, KeyedIndex, PreparedItem, Store, ValueInfo, aligned,
+                     decode_keys, entry_rows, first_failure, load_store, prepare, read_fixed, running_starts,
+                     sample_data, value_lines)
 from .errors import ArrayIOError, ErrorKinds, UnsupportedError
 
 __all__ = [
@@ -152,7 +152,7 @@ def _check_arrays(entries: np.ndarray, data_offset: int, size: int) -> np.ndarra
     overflow = length > (np.uint64(U64_MAX) - start) // itemsizes
     end = np.where(overflow, limit, start + np.where(overflow, np.uint64(0), length * itemsizes))
     previous_end = np.concatenate((np.array([data_offset], dtype=np.uint64), end[:-1]))
-    packed_start = (previous_end + np.uint64(ALIGNMENT - 1)) // np.uint64(ALIGNMENT) * np.uint64(ALIGNMENT)
+    packed_start = aligned(previous_end, ALIGNMENT)
 
     def after_what(i: int) -> str:
         return "header.data_offset" if i == 0 else f"the end of item {i - 1}'s array"
@@ -261,32 +261,26 @@ def _layout(prepared: list[PreparedItem]) -> tuple[bytes, np.ndarray, bytes]:
     count = len(prepared)
     if count > U32_MAX:
         raise UnsupportedError(f"kast: {count} keys do not fit the u32 num_keys field")
-    for item in prepared:
-        if 0 in item.key:
-            raise UnsupportedError(f"kast: key {item.key!r} contains a NUL byte; KAST keys are NUL-terminated")
-        if len(item.key) > U32_MAX:
-            raise UnsupportedError(f"kast: a key of {len(item.key)} bytes does not fit the u32 key_length field")
-    table = ENTRY.empty(count)
+    area = b"".join(item.key + b"\x00" for item in prepared)
+    if area.count(0) != count:
+        culprit = next(item.key for item in prepared if 0 in item.key)
+        raise UnsupportedError(f"kast: key {culprit!r} contains a NUL byte; KAST keys are NUL-terminated")
     key_lengths = np.fromiter((len(item.key) for item in prepared), dtype=np.uint64, count=count)
+    if count and int(key_lengths.max()) > U32_MAX:
+        raise UnsupportedError(f"kast: a key of {int(key_lengths.max())} bytes does not fit the u32 key_length field")
     codes = np.fromiter((item.code for item in prepared), dtype=np.uint32, count=count)
     lengths = np.fromiter((item.array.size for item in prepared), dtype=np.uint64, count=count)
     table_end = KEYS_TABLE_OFFSET + ENTRY.size * count
-    keys_end = table_end + int(key_lengths.sum()) + count
-    data_offset = round_up(keys_end, ALIGNMENT)
-    array_starts = np.empty(count, dtype=np.uint64)
-    position = data_offset
-    for index, size in enumerate((lengths * ITEMSIZES[codes]).tolist()):
-        position = round_up(position, ALIGNMENT)
-        array_starts[index] = position
-        position += size
+    data_offset = round_up(table_end + len(area), ALIGNMENT)
+    # Every start is a multiple of 8, so each array advances the next start by its size rounded up to 8.
+    table = ENTRY.empty(count)
     table["key_length"] = key_lengths
     table["key_offset"] = running_starts(key_lengths + np.uint64(1), table_end)
     table["data_type"] = codes
     table["data_length"] = lengths
-    table["data_offset"] = array_starts
+    table["data_offset"] = running_starts(aligned(lengths * ITEMSIZES[codes], ALIGNMENT), data_offset)
     header = HEADER.pack(magic=MAGIC, version_major=VERSION_MAJOR, version_minor=VERSION_MINOR, flags=0,
                          num_keys=count, keys_table_offset=KEYS_TABLE_OFFSET, data_offset=data_offset)
-    area = b"".join(item.key + b"\x00" for item in prepared)
     return header, table, area
 
 
