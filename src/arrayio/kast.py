@@ -378,7 +378,7 @@ def _store_problems(handle: BinaryIO, size: int) -> list[str]:
 
 
 def validate(path: Any) -> list[str]:
-    """Every problem of a KAST file: load errors, unsorted keys, non-zero reserved/padding bytes, bad trailing stores."""
+    """Every problem of a KAST file: load errors, unsorted keys, non-zero reserved/padding, bad trailing bytes."""
     with io.open(path, "rb") as handle:
         return _store_problems(handle, os.fstat(handle.fileno()).st_size)
 

@@ -59,7 +59,8 @@ CORPUS: list[tuple[str, bytes, type, str]] = [
     ("table cut", BASE[:100], TruncatedError, "keys table (3 entries) at byte 40"),
     ("keys area cut", BASE[:150], TruncatedError, "item 2 key range"),
     ("padding before data cut", BASE[:156], TruncatedError, "padding after the keys area"),
-    *[(f"data cut to {n}", BASE[:n], TruncatedError, f"item {item} data range at byte {entry_offset('data_offset', item)}")
+    *[(f"data cut to {n}", BASE[:n], TruncatedError,
+       f"item {item} data range at byte {entry_offset('data_offset', item)}")
       for n, item in ((160, 0), (165, 0), (170, 1), (184, 2), (188, 2))],
 ]
 
@@ -97,7 +98,8 @@ for item in range(3):
          f"item {item} data_offset at byte {entry_offset('data_offset', item)}: expected >= "),
         (f"item {item} data_offset 2^64-8", set_entry(BASE, "data_offset", item, 2**64 - 8), FormatError,
          # 16 float64 bytes pass 2**64; 6 or 5 bytes do not, and then the gap is the error
-         f"item {item} data range" if item == 1 else f"item {item} data_offset at byte {entry_offset('data_offset', item)}"),
+         f"item {item} data range" if item == 1 else
+         f"item {item} data_offset at byte {entry_offset('data_offset', item)}"),
         (f"item {item} data_length 2^64-1", set_entry(BASE, "data_length", item, U64), FormatError,
          "below 2**64"),
         (f"item {item} data_length 2^61", set_entry(BASE, "data_length", item, 2**61),
@@ -259,5 +261,6 @@ def test_fuzz_truncations_and_byte_flips_raise_only_format_errors(seed: int, tmp
         flipped = bytearray(raw)
         for _ in range(rng.choice((1, 1, 2, 4))):
             position = rng.randrange(len(flipped))
-            flipped[position] = rng.choice((0, 0xFF, 0x80, 1, rng.randrange(256), flipped[position] ^ 1 << rng.randrange(8)))
+            flipped[position] = rng.choice((0, 0xFF, 0x80, 1, rng.randrange(256),
+                                            flipped[position] ^ 1 << rng.randrange(8)))
         _check_only_format_errors(bytes(flipped), tmp_path)

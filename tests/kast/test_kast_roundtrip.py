@@ -184,7 +184,8 @@ def test_concatenated_stores_in_a_file(tmp_path) -> None:
 
 
 def test_concatenated_stores_through_a_pipe() -> None:
-    stores = [{"x": np.full(50_000, index, dtype=np.int64), "y": np.arange(index, dtype=np.uint8)} for index in range(5)]
+    stores = [{"x": np.full(50_000, index, dtype=np.int64), "y": np.arange(index, dtype=np.uint8)}
+              for index in range(5)]
     read_fd, write_fd = os.pipe()
 
     def produce() -> None:
