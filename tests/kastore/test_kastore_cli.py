@@ -193,3 +193,14 @@ def test_demo(cli, tmp_path):
     assert kastore.validate(folder / "demo.kas") == []
     assert result.returncode == (0 if all(row["valid"] for row in rows.values()) else 1)
 
+
+
+def test_info_and_ls_of_broken_files(cli, tmp_path, sample):
+    truncated = tmp_path / "truncated.kas"
+    truncated.write_bytes(sample.read_bytes()[:-1])
+    for command in ("info", "ls"):
+        stderr = clean_failure(cli(command, truncated))
+        assert "kastore" in stderr and "at byte" in stderr
+    empty = tmp_path / "empty.kas"
+    empty.write_bytes(b"")
+    clean_failure(cli("info", empty))

@@ -238,3 +238,25 @@ def test_registry_opens_and_detects(store_path):
     assert facts["num_items"] == 10
     assert facts["file_size"] == os.path.getsize(store_path)
     assert arrayio.validate(store_path) == []
+
+
+def test_no_descriptor_leaks(tmp_path, store_path):
+    fd_folder = f"/proc/{os.getpid()}/fd"
+    bad = tmp_path / "bad.kas"
+    bad.write_bytes(store_path.read_bytes()[:-1])
+    gc.collect()
+    before = len(os.listdir(fd_folder))
+    kept = []
+    for _ in range(10):
+        store = kastore.load(store_path)
+        kept.append(store["int64"])
+        store.close()
+        for read_all in (False, True):
+            with pytest.raises(kastore.FileFormatError):
+                kastore.load(bad, read_all=read_all)
+        kastore.validate(store_path)
+        kastore.info(store_path)
+        list(kastore.cat(store_path, "int8"))
+    del kept, store
+    gc.collect()
+    assert len(os.listdir(fd_folder)) == before
