@@ -291,6 +291,9 @@ def test_duplicate_keys(tmp_path, keys):
     raw = craft([(INT8, key, bytes([index])) for index, key in enumerate(keys)])
     messages = expect_rejected(raw, tmp_path)
     assert "unique" in messages[0] or "duplicate" in messages[0]
+    first = keys.index(keys[-1] if keys.count(keys[-1]) > 1 else keys[0])
+    second = keys.index(keys[first], first + 1)
+    assert f"item {first}" in messages[0] and f"item {second}" in messages[0], messages[0]
 
 
 @pytest.mark.parametrize("key", [b"\xff", b"ab\xc3", b"\xed\xa0\x80", b"\x80abc"])

@@ -260,3 +260,35 @@ def test_no_descriptor_leaks(tmp_path, store_path):
     del kept, store
     gc.collect()
     assert len(os.listdir(fd_folder)) == before
+
+
+def test_read_all_holds_the_store_once(tmp_path):
+    path = tmp_path / "forty.kas"
+    size = 5_000_000  # 40 MB of float64
+    kastore.dump({"big": np.ones(size), "small": np.arange(3, dtype=np.int8)}, path)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        with kastore.load(path, read_all=True) as store:
+            assert float(store["big"].sum()) == size
+            _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1.15 * os.path.getsize(path), (peak, os.path.getsize(path))
+
+
+@pytest.mark.parametrize("byteorder", ["<", ">"])
+def test_dump_does_not_copy_big_arrays(tmp_path, byteorder):
+    array = np.ones(10_000_000, dtype=f"{byteorder}f8")  # 80 MB
+    path = tmp_path / "big.kas"
+    gc.collect()
+    tracemalloc.start()
+    try:
+        kastore.dump({"big": array, "small": np.arange(3)}, path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    limit = 8 * 2**20 if byteorder == "<" else 40 * 2**20
+    assert peak < limit, peak
+    with kastore.load(path) as store:
+        assert float(store["big"][-1]) == 1.0
