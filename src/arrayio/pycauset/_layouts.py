@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from .._binary import round_up
 from ..errors import UnsupportedError
 from ._errors import ERRORS
 
@@ -99,7 +100,7 @@ def _row_offsets(n: int, data_type: str, with_diagonal: bool) -> tuple[np.ndarra
 
 def dense_bit_stride(cols: int) -> int:
     """Row stride of a DenseBit payload: ceil(cols / 8) rounded up to 64 bytes."""
-    return -(-(-(-cols // 8)) // DENSE_BIT_ROW_ALIGN) * DENSE_BIT_ROW_ALIGN
+    return round_up(-(-cols // 8), DENSE_BIT_ROW_ALIGN)
 
 
 @dataclass(frozen=True)
