@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import io
 import random
+import struct
 from typing import Callable
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import arrayio
 import arrayio.kast as kast
@@ -264,3 +267,24 @@ def test_fuzz_truncations_and_byte_flips_raise_only_format_errors(seed: int, tmp
             flipped[position] = rng.choice((0, 0xFF, 0x80, 1, rng.randrange(256),
                                             flipped[position] ^ 1 << rng.randrange(8)))
         _check_only_format_errors(bytes(flipped), tmp_path)
+
+
+FIELD_VALUES = st.one_of(st.sampled_from([0, 1, 7, 8, 9, 10, 40, 136, 160, 189, 2**31, 2**32 - 1, 2**32, 2**61,
+                                          2**63, 2**64 - 8, 2**64 - 1]), st.integers(0, 300))
+
+
+@settings(max_examples=100, deadline=None)
+@given(count=st.integers(0, 4), fields=st.lists(st.tuples(FIELD_VALUES, FIELD_VALUES, FIELD_VALUES, FIELD_VALUES,
+                                                          FIELD_VALUES), min_size=4, max_size=4),
+       data_offset=FIELD_VALUES, tail=st.binary(max_size=80))
+def test_hypothesis_arbitrary_tables_raise_only_format_errors(count, fields, data_offset, tail) -> None:
+    table = b"".join(struct.pack("<IQIQQ", key_length % 2**32, key_offset, data_type % 2**32, data_length, start)
+                     for key_length, key_offset, data_type, data_length, start in fields[:count])
+    raw = struct.pack("<4sHHIIQQII", b"KAST", 1, 0, 0, count, 40, data_offset, 0, 0) + table + tail
+    for load in (lambda: kast.loads(raw), lambda: kast.load(io.BytesIO(raw), read_all=True)):
+        try:
+            with load() as store:
+                for key in store:
+                    store[key].sum()
+        except FormatError:
+            pass
