@@ -204,3 +204,12 @@ def test_info_and_ls_of_broken_files(cli, tmp_path, sample):
     empty = tmp_path / "empty.kas"
     empty.write_bytes(b"")
     clean_failure(cli("info", empty))
+
+
+def test_zero_item_store(cli, tmp_path):
+    path = tmp_path / "zero.kas"
+    kastore.dump({}, path)
+    result = cli("ls", "-l", path)
+    assert result.returncode == 0 and result.stdout == b""
+    result = cli("validate", path)
+    assert result.returncode == 0, result.stdout
