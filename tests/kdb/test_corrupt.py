@@ -163,8 +163,8 @@ def test_validate_reports_every_crafted_file(rich):
 def test_messages_name_field_episode_and_offset():
     base = 158
     data = patched(GOLDEN, INDEX_ENTRY, "actions_length", 33, base)
-    with pytest.raises(FormatError) as caught:
-        kdb.open(data)
+    with kdb.open(data) as f, pytest.raises(FormatError) as caught:
+        f.read_meta(0)  # each entry is checked the first time its episode is touched
     text = str(caught.value)
     assert "episode 0 index.actions_length" in text and f"byte {base + 24}" in text and "34" in text
     with pytest.raises(TruncatedError) as caught:

@@ -57,7 +57,7 @@ def info(path: Any) -> dict:
         metas = [kdb.read_meta(position) for position in range(len(kdb))]
         cameras: dict[str, None] = {}
         for position in range(len(kdb)):
-            if kdb.index["num_frames"][position]:
+            if metas[position].num_frames:
                 for record in kdb.image_records(position, 0):
                     cameras.setdefault(record.camera, None)
         dims = sorted({(meta.state_dim, meta.action_dim) for meta in metas})
@@ -108,11 +108,11 @@ def _episode_problems(kdb: KdbFile, position: int, decode_images: bool) -> list[
             for record in kdb.image_records(position, frame):
                 if decode_images or not record.compressed:
                     kdb.decode_image(record)
-        entry = kdb.index[position]
-        used = kdb.frame_offset(position, meta.num_frames) - int(entry["images_offset"])
-        if used != int(entry["images_length"]):
-            problems.append(f"kdb: episode {position} index.images_length: expected {used} bytes of image "
-                            f"records, found {int(entry['images_length'])}")
+        first, end = kdb.frame_offset(position, 0), kdb.frame_offset(position, meta.num_frames)
+        stored = int(kdb.index["images_length"][position])
+        if end - first != stored:
+            problems.append(f"kdb: episode {position} index.images_length: expected {end - first} bytes of image "
+                            f"records, found {stored}")
     except ImageDecodeError as error:
         problems.append(f"{error} (episode {position})")
     except ArrayIOError as error:

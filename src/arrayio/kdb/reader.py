@@ -126,7 +126,7 @@ class EpisodeImages:
         self._file = file
         self.position = position
         self.on_bad_image = on_bad_image
-        self.num_frames = int(file.index["num_frames"][position])
+        self.num_frames = file.entry(position).num_frames
 
     def __len__(self) -> int:
         return self.num_frames
@@ -195,6 +195,7 @@ class KdbFile:
         self.on_bad_image = on_bad_image
         self.header = self._read_header()
         self.index = self._read_index()
+        self._entries: dict[int, Any] = {}
         self._walks: dict[int, _FrameWalk] = {}
         self._steps: dict[int, np.ndarray] = {}
         self._positions_by_id: dict[int, int] | None = None
@@ -233,36 +234,28 @@ class KdbFile:
         if header.num_frames != frames:
             raise ERRORS.invalid("header.num_frames", HEADER.offsets["num_frames"],
                                  f"{frames} (the sum of the index's num_frames)", header.num_frames)
-        self._check_entries(index, offset, offset + length, size)
         return index
 
-    def _check_entries(self, index: np.ndarray, index_start: int, index_end: int, size: int) -> None:
-        """Vectorised checks of every entry: state/action length, every section inside the file,
-        after the header and outside the index."""
-        frames = index["num_frames"].astype(np.uint64)
-        stride = 4 * (index["state_dim"].astype(np.uint64) + index["action_dim"]) + 5
-        self._first_bad(index, index["actions_length"] != frames * stride, "actions_length", index_start,
-                        lambda j: f"num_frames * (4*state_dim + 4*action_dim + 5) = "
-                                  f"{int(frames[j]) * int(stride[j])}")
+    def _check_entry(self, position: int) -> Any:
+        """Decode index entry ``position`` and check it: the state/action length matches its counts
+        and every section lies between the header and the index (the spec's file order)."""
+        base = self.header.index_offset
+        entry = INDEX_ENTRY.unpack(self.source.view(INDEX_ENTRY.offset_of("episode_id", base, position),
+                                                    INDEX_ENTRY.size, f"episode {position} index entry"))
+        stride = step_size(entry.state_dim, entry.action_dim)
+        if entry.actions_length != entry.num_frames * stride:
+            raise ERRORS.invalid(f"episode {position} index.actions_length",
+                                 INDEX_ENTRY.offset_of("actions_length", base, position),
+                                 f"num_frames * (4*state_dim + 4*action_dim + 5) = {entry.num_frames * stride}",
+                                 entry.actions_length)
         for section, offset_field, length_field in _SECTIONS:
-            starts, lengths = index[offset_field], index[length_field]
-            self._first_bad(index, lengths > np.uint64(size), length_field, index_start,
-                            lambda j: f"a {section} section length within the {size}-byte file")
-            ends = starts + lengths  # no overflow: lengths <= size here and starts are checked next
-            outside = (starts < np.uint64(HEADER_SIZE)) | (starts > np.uint64(size) - lengths)
-            self._first_bad(index, outside, offset_field, index_start,
-                            lambda j: f"a {section} section of {int(lengths[j])} bytes inside "
-                                      f"[{HEADER_SIZE}, {size}) (after the header, before the end of file)")
-            overlaps = (lengths > 0) & (ends > np.uint64(index_start)) & (starts < np.uint64(index_end))
-            self._first_bad(index, overlaps, offset_field, index_start,
-                            lambda j: f"a {section} section outside the index at [{index_start}, {index_end})")
-
-    @staticmethod
-    def _first_bad(index: np.ndarray, bad: np.ndarray, field: str, base: int, expected: Any) -> None:
-        if bad.any():
-            j = int(np.flatnonzero(bad)[0])
-            raise ERRORS.invalid(f"episode {j} index.{field}", INDEX_ENTRY.offset_of(field, base, j),
-                                 expected(j), int(index[field][j]))
+            start, length = getattr(entry, offset_field), getattr(entry, length_field)
+            if start < HEADER_SIZE or start + length > base:
+                raise ERRORS.invalid(f"episode {position} index.{offset_field}",
+                                     INDEX_ENTRY.offset_of(offset_field, base, position),
+                                     f"a {section} section ({length_field} {length}) inside [{HEADER_SIZE}, {base}), "
+                                     "between the header and the index", start)
+        return entry
 
     # -- whole file ------------------------------------------------------------------------------
 
@@ -275,6 +268,7 @@ class KdbFile:
     def close(self) -> None:
         """Release the map (arrays already handed out keep their pages alive)."""
         self.index = self.index[:0].copy()
+        self._entries.clear()
         self._walks.clear()
         self._steps.clear()
         self.source.close()
@@ -319,33 +313,40 @@ class KdbFile:
 
     # -- one episode -----------------------------------------------------------------------------
 
-    def _entry(self, position: int) -> Any:
-        if not isinstance(position, (int, np.integer)) or isinstance(position, bool):
-            raise TypeError(f"kdb: episode position must be an int, got {type(position).__name__}")
-        if not -len(self) <= position < len(self):
-            raise EpisodeNotFound(f"kdb: episode {position} is outside 0..{len(self) - 1}")
-        return self.index[int(position) % len(self)]
+    def entry(self, position: int) -> Any:
+        """The checked index entry (a namedtuple) of the episode at ``position`` (negative counts from the end)."""
+        entry = self._entries.get(position)
+        if entry is None:
+            if not isinstance(position, (int, np.integer)) or isinstance(position, bool):
+                raise TypeError(f"kdb: episode position must be an int, got {type(position).__name__}")
+            if not -len(self) <= position < len(self):
+                raise EpisodeNotFound(f"kdb: episode {position} is outside 0..{len(self) - 1}")
+            normal = int(position) % len(self)
+            entry = self._entries.get(normal)
+            if entry is None:
+                entry = self._entries[normal] = self._check_entry(normal)
+        return entry
 
     def read_meta(self, position: int) -> EpisodeMeta:
         """Metadata of the episode at ``position`` (reads only its metadata blob)."""
-        entry = self._entry(position)
+        entry = self.entry(position)
         position %= len(self)
-        offset, length = int(entry["meta_offset"]), int(entry["meta_length"])
+        offset, length = entry.meta_offset, entry.meta_length
         blob = self.source.view(offset, length, f"episode {position} metadata")
         embodiment, task, fps, success, total_reward = decode_meta(blob, offset, f"episode {position}")
-        return EpisodeMeta(episode_id=int(entry["episode_id"]), num_frames=int(entry["num_frames"]),
-                           state_dim=int(entry["state_dim"]), action_dim=int(entry["action_dim"]),
+        return EpisodeMeta(episode_id=entry.episode_id, num_frames=entry.num_frames,
+                           state_dim=entry.state_dim, action_dim=entry.action_dim,
                            embodiment=embodiment, task=task, fps=fps, success=success, total_reward=total_reward)
 
     def steps(self, position: int) -> np.ndarray:
         """Zero-copy structured view (frames,) of state, action, reward, is_terminal."""
         steps = self._steps.get(position)
         if steps is None:
-            entry = self._entry(position)
+            entry = self.entry(position)
             position = int(position) % len(self)
-            dtype = step_dtype(int(entry["state_dim"]), int(entry["action_dim"]))
-            steps = self._steps[position] = self.source.array(int(entry["actions_offset"]), int(entry["num_frames"]),
-                                                              dtype, f"episode {position} state/action section")
+            steps = self._steps[position] = self.source.array(
+                entry.actions_offset, entry.num_frames, step_dtype(entry.state_dim, entry.action_dim),
+                f"episode {position} state/action section")
         return steps
 
     def read_episode(self, position: int, *, on_bad_image: str | None = None) -> Episode:
@@ -466,11 +467,10 @@ class KdbFile:
         """The (cached) frame finder of one episode's image section."""
         walk = self._walks.get(position)
         if walk is None:
-            entry = self._entry(position)
+            entry = self.entry(position)
             position = int(position) % len(self)
-            start = int(entry["images_offset"])
-            section = self.source.view(start, int(entry["images_length"]), f"episode {position} image section")
-            walk = self._walks[position] = _FrameWalk(position, start, section, int(entry["num_frames"]))
+            section = self.source.view(entry.images_offset, entry.images_length, f"episode {position} image section")
+            walk = self._walks[position] = _FrameWalk(position, entry.images_offset, section, entry.num_frames)
         return walk
 
     @staticmethod
