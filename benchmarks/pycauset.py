@@ -37,7 +37,7 @@ _HERE = Path(__file__).resolve().parent
 sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != _HERE]
 sys.path.insert(0, str(_HERE.parent / "src"))
 
-from arrayio import pycauset as ours  # noqa: E402
+from arrayio import pycauset as ours
 
 
 def best(action, repeat: int) -> float:

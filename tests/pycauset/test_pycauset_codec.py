@@ -73,7 +73,7 @@ def test_tags_and_integer_choice():
 
 
 def test_duplicate_keys_last_wins():
-    entry = lambda value: struct.pack("<H", 1) + b"k" + b"\x03" + struct.pack("<Q", value)  # noqa: E731
+    entry = lambda value: struct.pack("<H", 1) + b"k" + b"\x03" + struct.pack("<Q", value)
     assert decode_metadata(b"\x08" + struct.pack("<I", 2) + entry(1) + entry(2)) == {"k": 2}
 
 

@@ -10,7 +10,13 @@ import zlib
 import numpy as np
 import pytest
 
-from arrayio import ChecksumError, FormatError, TruncatedError, UnsupportedError, VersionError
+from arrayio import (
+    ChecksumError,
+    FormatError,
+    TruncatedError,
+    UnsupportedError,
+    VersionError,
+)
 from arrayio import pycauset as ours
 from arrayio.pycauset._container import (
     SLOT,
@@ -420,7 +426,7 @@ def test_identity_unpack_is_bounded(tmp_path):
     container = ours.load(path)
     assert container.shape == (10**6, 10**6)
     with pytest.raises(UnsupportedError, match="over the limit"):
-        container.array
+        container.unpack()
     write_container(path, iter([]), 0, {"matrix_type": "IDENTITY", "data_type": "FLOAT64", "rows": 3,
                                         "cols": 3, "payload_uuid": "x"})
     assert np.array_equal(ours.load(path).array, np.eye(3))
@@ -501,7 +507,7 @@ def test_fuzz_block_bodies_with_valid_crc(tmp_path):
         target = tmp_path / "f.pycauset"
         target.write_bytes(bytes(data))
         try:
-            ours.load(target).array
+            ours.load(target).unpack()
         except FormatError:
             pass
 

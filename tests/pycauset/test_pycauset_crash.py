@@ -169,7 +169,7 @@ def test_power_loss_images_are_old_or_new(tmp_path):
 
 
 def test_without_the_first_barrier_the_check_fails(tmp_path):
-    trials, failures = power_loss_trials(tmp_path, skip_first_fsync=True)
+    _trials, failures = power_loss_trials(tmp_path, skip_first_fsync=True)
     assert failures > 0, "dropping the block fsync should leave a slot pointing at a lost block"
 
 

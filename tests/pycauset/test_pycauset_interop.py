@@ -258,5 +258,5 @@ def test_reference_causal_set_and_block_matrix(reference, tmp_path):
     assert block.matrix_type == "BLOCK" and block.shape == (4, 4)
     assert block.metadata["block_manifest"]["row_partitions"] == [0, 2, 4]
     with pytest.raises(UnsupportedError):
-        block.array
+        block.unpack()
     assert ours.validate(tmp_path / "bm.pycauset") == []

@@ -13,7 +13,14 @@ docs/formats/pycauset.md.
 
 from __future__ import annotations
 
-from ._codec import MAX_BYTES_LENGTH, MAX_DEPTH, MAX_ENTRIES, MAX_STRING_BYTES, decode_metadata, encode_metadata
+from ._codec import (
+    MAX_BYTES_LENGTH,
+    MAX_DEPTH,
+    MAX_ENTRIES,
+    MAX_STRING_BYTES,
+    decode_metadata,
+    encode_metadata,
+)
 from ._container import (
     Container,
     SlotSummary,
@@ -24,36 +31,44 @@ from ._container import (
     update_metadata,
 )
 from ._errors import ERRORS, FORMAT_NAME
-from ._layouts import UNPACK_LIMIT, PackedMatrix, antisymmetric, causal, diagonal, symmetric, triangular
+from ._layouts import (
+    UNPACK_LIMIT,
+    PackedMatrix,
+    antisymmetric,
+    causal,
+    diagonal,
+    symmetric,
+    triangular,
+)
 from ._protocol import cat, demo, entries, info, open, validate
 
 __all__ = [
-    "FORMAT_NAME",
     "ERRORS",
-    "Container",
-    "PackedMatrix",
-    "SlotSummary",
-    "save",
-    "load",
-    "open",
-    "update_metadata",
-    "summarize_container",
-    "read_typed_metadata",
-    "encode_metadata",
-    "decode_metadata",
-    "triangular",
-    "causal",
-    "symmetric",
-    "antisymmetric",
-    "diagonal",
-    "info",
-    "validate",
-    "entries",
-    "cat",
-    "demo",
+    "FORMAT_NAME",
+    "MAX_BYTES_LENGTH",
     "MAX_DEPTH",
     "MAX_ENTRIES",
     "MAX_STRING_BYTES",
-    "MAX_BYTES_LENGTH",
     "UNPACK_LIMIT",
+    "Container",
+    "PackedMatrix",
+    "SlotSummary",
+    "antisymmetric",
+    "cat",
+    "causal",
+    "decode_metadata",
+    "demo",
+    "diagonal",
+    "encode_metadata",
+    "entries",
+    "info",
+    "load",
+    "open",
+    "read_typed_metadata",
+    "save",
+    "summarize_container",
+    "symmetric",
+    "triangular",
+    "update_metadata",
+    "validate",
 ]

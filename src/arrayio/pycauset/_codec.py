@@ -11,7 +11,8 @@ against the bytes that remain before allocating anything.
 from __future__ import annotations
 
 import struct
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 import os
 import uuid
 import zlib
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -34,6 +35,9 @@ from ._layouts import (
     dense_params,
     layout_from_metadata,
 )
+
+if TYPE_CHECKING:
+    from typing_extensions import Self
 
 MAGIC = b"PYCAUSET"
 FORMAT_VERSION = 1
@@ -254,7 +258,7 @@ class Container:
             raise
         self._unpacked: np.ndarray | None = None
 
-    def __enter__(self) -> "Container":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

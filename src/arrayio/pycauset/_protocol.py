@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -168,7 +169,7 @@ def cat(path: Any, name: str) -> Iterator[str]:
         yield from _tree_lines(value, ".".join(parts[1:]))
 
 
-def open(path: Any) -> Container:  # noqa: A001 - the registry protocol names it open
+def open(path: Any) -> Container:
     """Open a ``.pycauset`` file (the same as :func:`load`)."""
     return load(path)
 
