@@ -1,0 +1,161 @@
+"""Benchmark arrayio.bloscpack against bloscpack 0.16.0 and np.save/np.load, in one run.
+
+    python benchmarks/bloscpack.py [--size 1G] [--repeat 3]
+
+For a float64 array of --size bytes, smooth (linspace) and hard (random normal): pack and unpack
+with ours, the reference and np.save/np.load; a 1 MiB slice through ``arrayio.bloscpack.open``
+against the full unpack; peak resident memory of each unpack. Every case runs in a fresh
+subprocess (timings are the minimum of --repeat runs, page cache warm, no fsync of np.save).
+Numbers come from whatever machine runs this; on a shared 2-core box they are noisy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CASES = ("ours_pack", "reference_pack", "np_save", "ours_unpack", "reference_unpack", "np_load", "ours_slice")
+
+
+def _size(text: str) -> int:
+    units = {"K": 2**10, "M": 2**20, "G": 2**30}
+    return int(float(text[:-1]) * units[text[-1]]) if text[-1] in units else int(text)
+
+
+def _data(kind: str, size: int):
+    import numpy as np
+
+    count = size // 8
+    if kind == "linspace":
+        return np.linspace(0, 100, count)
+    return np.random.default_rng(42).standard_normal(count)
+
+
+def _resident() -> tuple[int, int]:
+    """(current, peak) resident set of this process in bytes."""
+    fields = {}
+    with open("/proc/self/status") as status:
+        for line in status:
+            key, _, value = line.partition(":")
+            fields[key] = value
+    return int(fields["VmRSS"].split()[0]) * 1024, int(fields["VmHWM"].split()[0]) * 1024
+
+
+def _reference():
+    import collections
+    import collections.abc
+
+    collections.MutableMapping = collections.abc.MutableMapping
+    here = str(Path(__file__).resolve().parent)
+    sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or ".") != here]
+    sys.modules.pop("bloscpack", None)  # this script is called bloscpack.py too
+    import bloscpack
+
+    return bloscpack
+
+
+def run_case(case: str, kind: str, size: int, folder: Path, repeat: int) -> dict:
+    """One case in this (fresh) process; returns seconds (min over repeats) and memory."""
+    import numpy as np
+
+    sys.path.insert(0, str(ROOT / "src"))
+    import arrayio.bloscpack as ours
+
+    paths = {"ours": folder / f"{kind}.ours.blp", "reference": folder / f"{kind}.ref.blp",
+             "np": folder / f"{kind}.npy"}
+    reference = _reference() if case.startswith("reference") else None
+    array = _data(kind, size) if case.endswith("_pack") or case == "np_save" else None
+    baseline, _ = _resident()
+    actions = {
+        "ours_pack": lambda: ours.pack_ndarray_to_file(array, paths["ours"]),
+        "reference_pack": lambda: reference.pack_ndarray_to_file(array, str(paths["reference"])),
+        "np_save": lambda: np.save(paths["np"], array),
+        "ours_unpack": lambda: ours.unpack_ndarray_from_file(paths["ours"]),
+        "reference_unpack": lambda: reference.unpack_ndarray_from_file(str(paths["reference"])),
+        "np_load": lambda: np.load(paths["np"]),
+    }
+    if case == "ours_slice":
+        rows = 2**20 // 8
+        with ours.open(str(paths["ours"])) as reader:
+            start = len(reader) // 2 + 12345
+            best = min(_timed(lambda: reader[start:start + rows]) for _ in range(max(repeat, 5)))
+            assert np.array_equal(reader[start:start + rows], _data(kind, size)[start:start + rows])
+        return {"seconds": best}
+    seconds = min(_timed(actions[case]) for _ in range(repeat))
+    _, peak = _resident()
+    result = {"seconds": seconds, "peak_rss": peak, "baseline_rss": baseline}
+    if case.endswith("pack") and not case.endswith("unpack"):
+        result["file_size"] = os.path.getsize(paths["ours" if case.startswith("ours") else "reference"])
+    if case.endswith("unpack") or case == "np_load":
+        assert np.array_equal(actions[case](), _data(kind, size))
+    return result
+
+
+def _timed(action) -> float:
+    start = time.perf_counter()
+    action()
+    return time.perf_counter() - start
+
+
+def _spawn(case: str, kind: str, size: int, folder: Path, repeat: int) -> dict:
+    output = subprocess.run([sys.executable, __file__, "--case", case, "--kind", kind, "--size", str(size),
+                             "--folder", str(folder), "--repeat", str(repeat)],
+                            check=True, capture_output=True, text=True).stdout
+    return json.loads(output.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size", default="1G", help="array size in bytes (K/M/G suffixes), default 1G")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--case", choices=CASES, help=argparse.SUPPRESS)
+    parser.add_argument("--kind", help=argparse.SUPPRESS)
+    parser.add_argument("--folder", help=argparse.SUPPRESS)
+    options = parser.parse_args()
+    size = _size(options.size)
+    if options.case:
+        print(json.dumps(run_case(options.case, options.kind, size, Path(options.folder), options.repeat)))
+        return
+    print(f"bloscpack benchmark: float64 arrays of {size / 2**30:.2f} GiB, min of {options.repeat} runs, "
+          f"{os.cpu_count()} cores")
+    with tempfile.TemporaryDirectory(prefix="arrayio-bench-", dir=os.environ.get("BENCH_DIR")) as folder:
+        for kind in ("linspace", "normal"):
+            results = {case: _spawn(case, kind, size, Path(folder), options.repeat) for case in CASES}
+            for path in Path(folder).glob(f"{kind}.*"):
+                path.unlink()
+            _report(kind, size, results)
+
+
+def _report(kind: str, size: int, results: dict) -> None:
+    seconds = {case: result["seconds"] for case, result in results.items()}
+    print(f"\n== {kind} ==")
+    for case in CASES:
+        result = results[case]
+        extra = ""
+        if "peak_rss" in result and "unpack" in case or case == "np_load":
+            extra = (f"  peak RSS {result['peak_rss'] / size:.2f}x array "
+                     f"({(result['peak_rss'] - result['baseline_rss']) / size:.2f}x above the interpreter)")
+        if "file_size" in result:
+            extra = f"  file {result['file_size'] / 2**20:.1f} MiB (ratio {size / result['file_size']:.1f})"
+        print(f"  {case:17s} {result['seconds']:8.3f} s{extra}")
+    print(f"  pack:   reference/ours = {seconds['reference_pack'] / seconds['ours_pack']:.2f}x faster "
+          f"(target >= 1.5);  ours/np.save = {seconds['ours_pack'] / seconds['np_save']:.2f}")
+    print(f"  unpack: reference/ours = {seconds['reference_unpack'] / seconds['ours_unpack']:.2f}x faster "
+          f"(target >= 1.5);  ours/np.load = {seconds['ours_unpack'] / seconds['np_load']:.2f} "
+          f"(target <= 1.3 for linspace)")
+    print(f"  1 MiB slice: full unpack/slice = {seconds['ours_unpack'] / seconds['ours_slice']:.0f}x faster "
+          f"(target >= 100)")
+    print(f"  unpack peak RSS: ours {results['ours_unpack']['peak_rss'] / size:.2f}x, reference "
+          f"{results['reference_unpack']['peak_rss'] / size:.2f}x, np.load "
+          f"{results['np_load']['peak_rss'] / size:.2f}x the array (target <= 1.1)")
+
+
+if __name__ == "__main__":
+    main()
