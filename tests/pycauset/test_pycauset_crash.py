@@ -215,3 +215,24 @@ def test_random_time_kills(tmp_path):
           f"{interrupted} killed inside an update, final generation {ours.load(path).generation}")
     assert trials >= 100
     assert ours.validate(path) == [] or all("slot" in problem for problem in ours.validate(path))
+
+
+def test_concurrent_updaters_lose_nothing(tmp_path):
+    path = tmp_path / "two.pycauset"
+    make_file(path)
+    children = []
+    for key in ("a", "b"):
+        pid = os.fork()
+        if pid == 0:
+            try:
+                for value in range(40):
+                    ours.update_metadata(path, {"counters": {key: value}})
+            finally:
+                os._exit(0)
+        children.append(pid)
+    for pid in children:
+        _, status = os.waitpid(pid, 0)
+        assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    container = ours.load(path)
+    assert container.metadata["counters"] == {"a": 39, "b": 39}
+    assert container.generation == 81

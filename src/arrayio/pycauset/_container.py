@@ -20,6 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+try:
+    import fcntl
+except ImportError:  # not POSIX: concurrent updaters are not serialised there
+    fcntl = None
+
 from .._binary import Record, Source, Writer, output_stream, round_up
 from ..errors import UnsupportedError
 from ._codec import decode_metadata, encode_metadata
@@ -516,12 +521,15 @@ def update_metadata(path: Any, changes: Mapping[str, Any]) -> int:
     Appends a new block, fsyncs, writes the inactive slot with generation + 1,
     fsyncs. The payload and the active slot are never written, so a crash at
     any point leaves the old or the new metadata, and the cost is independent
-    of the payload size.
+    of the payload size. An advisory lock (flock) serialises concurrent updaters.
     """
     if not isinstance(changes, Mapping):
         raise UnsupportedError(f"pycauset: changes must be a dict, got {type(changes).__name__}")
     fd = os.open(os.fspath(path), os.O_RDWR)
     try:
+        if fcntl is not None:
+            # Concurrent updaters take turns, so no merge reads a map another one is replacing.
+            fcntl.flock(fd, fcntl.LOCK_EX)
         with Source.from_fd(fd, ERRORS, name=os.fsdecode(path)) as source:
             check_preamble(source)
             slots = read_slots(source)
