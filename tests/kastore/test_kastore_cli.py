@@ -145,8 +145,6 @@ def test_ls_long(cli, sample):
     assert "float64" in by_key["zz é"] and "16" in by_key["zz é"]
 
 
-@pytest.mark.xfail(strict=True, reason="arrayio ls lists keys in file order; the reference `kastore ls` sorts "
-                                       "them (reported to the lead)")
 def test_ls_sorts_the_keys_of_an_unsorted_file(cli, unsorted):
     result = cli("ls", unsorted)
     assert result.returncode == 0, result.stderr

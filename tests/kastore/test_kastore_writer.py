@@ -324,8 +324,6 @@ def test_dumps_then_load_bytes_stream():
 
 # --------------------------------------------------------------------------- paths that are not plain files
 
-@pytest.mark.xfail(strict=True, reason="atomic_write renames over the symlink itself: the link becomes a regular "
-                                       "file and its target keeps the old data (reference writes through)")
 def test_dump_through_a_symlink(tmp_path):
     target = tmp_path / "target.kas"
     link = tmp_path / "link.kas"
@@ -337,8 +335,6 @@ def test_dump_through_a_symlink(tmp_path):
         assert list(store) == ["new"]
 
 
-@pytest.mark.xfail(strict=True, reason="atomic_write gives the replacement file the default 0o666 & ~umask mode: "
-                                       "an existing 0o600 file becomes world-readable")
 def test_dump_keeps_the_mode_of_an_existing_file(tmp_path):
     path = tmp_path / "private.kas"
     kastore.dump({"a": np.arange(3)}, path)
@@ -347,8 +343,6 @@ def test_dump_keeps_the_mode_of_an_existing_file(tmp_path):
     assert os.stat(path).st_mode & 0o777 == 0o600
 
 
-@pytest.mark.xfail(strict=True, reason="dump to a named-pipe path renames a temp file over the FIFO instead of "
-                                       "writing into it; the reader gets nothing")
 def test_dump_to_a_fifo_path(tmp_path):
     import stat
 
