@@ -433,13 +433,21 @@ class BloscpackFile:
         if written != header.nbytes:
             raise ERRORS.invalid(f"chunk {index} payload", position, f"{header.nbytes} decoded bytes", written)
 
-    def read_chunk(self, index: int) -> np.ndarray:
-        """Chunk ``index`` decompressed, as a 1-D ``uint8`` array (verified against its digest)."""
+    def read_chunk(self, index: int, out: np.ndarray | None = None) -> np.ndarray:
+        """Chunk ``index`` decompressed, as a 1-D ``uint8`` array (verified against its digest).
+
+        ``out``, a contiguous ``uint8`` array at least as long as the chunk, is filled instead of
+        a new array; the filled prefix is returned.
+        """
         if not 0 <= index < self.nchunks:
             raise IndexError(f"chunk {index} out of range 0..{self.nchunks - 1}")
-        out = np.empty(int(self.starts[index + 1] - self.starts[index]), dtype=np.uint8)
+        length = int(self.starts[index + 1] - self.starts[index])
+        if out is None:
+            out = np.empty(length, dtype=np.uint8)
+        elif out.dtype != np.uint8 or out.ndim != 1 or not out.flags.c_contiguous or len(out) < length:
+            raise ValueError(f"out must be a contiguous 1-D uint8 array of at least {length} bytes")
         self._decode_into(index, out.ctypes.data)
-        return out
+        return out[:length]
 
     def iter_chunks(self) -> Iterator[np.ndarray]:
         """Every chunk in order, decompressed, as 1-D ``uint8`` arrays."""
@@ -461,8 +469,11 @@ class BloscpackFile:
             self._decode_into(index, base + int(starts[index]) - start)
 
         parallel_map(decode_whole, whole, on_done=release)
-        for index in {first, last} - set(whole):
-            chunk = self.read_chunk(index)
+        scratch = None
+        for index in sorted({first, last} - set(whole)):
+            if scratch is None:
+                scratch = np.empty(int(np.max(np.diff(starts[first:last + 2]))), dtype=np.uint8)
+            chunk = self.read_chunk(index, scratch)
             lo, hi = max(start, int(starts[index])), min(stop, int(starts[index + 1]))
             out[lo - start:hi - start] = chunk[lo - int(starts[index]):hi - int(starts[index])]
 
