@@ -30,8 +30,26 @@ from ._format import (
 )
 from ._threads import get_nthreads, ordered_map, set_nthreads
 from .args import DEFAULT_CHUNK_SIZE, BloscArgs, BloscpackArgs, MetadataArgs, calculate_nchunks
-from .exceptions import *  # noqa: F403 - the reference's exception names are part of this API
-from .exceptions import ERRORS
+from .exceptions import (
+    ERRORS,
+    ChecksumLengthMismatch,
+    ChecksumMismatch,
+    ChunkingException,
+    ChunkSizeTypeSizeMismatch,
+    FileNotFound,
+    FormatVersionMismatch,
+    MetadataSectionTooSmall,
+    NoChangeInMetadata,
+    NoMetadataFound,
+    NonUniformTypesize,
+    NoSuchChecksum,
+    NoSuchCodec,
+    NoSuchSerializer,
+    NotANumpyArray,
+    NotEnoughSpace,
+    ObjectNumpyArrayRejection,
+    OffsetsRequired,
+)
 from .reader import BloscpackFile, open_file, require_numpy
 from .writer import append_file, pack_buffer, pack_ndarray, rewrite_metadata, to_bytes, to_path
 
@@ -46,7 +64,7 @@ __all__ = [
     "open", "info", "validate", "entries", "cat", "demo",
     "calculate_nchunks", "decode_blosc_flags", "pretty_size", "double_pretty_size", "reverse_pretty",
     "set_nthreads", "get_nthreads",
-    "FileNotFound", "NoSuchChecksum", "NoSuchCodec", "NoSuchSerializer", "ChunkingException",  # noqa: F405
+    "FileNotFound", "NoSuchChecksum", "NoSuchCodec", "NoSuchSerializer", "ChunkingException",
     "ChunkSizeTypeSizeMismatch", "ChecksumMismatch", "FormatVersionMismatch", "ChecksumLengthMismatch",
     "NoMetadataFound", "NoChangeInMetadata", "MetadataSectionTooSmall", "NonUniformTypesize",
     "NotEnoughSpace", "NotANumpyArray", "ObjectNumpyArrayRejection", "OffsetsRequired",

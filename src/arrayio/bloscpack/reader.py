@@ -13,7 +13,6 @@ import ast
 import json
 import math
 import zlib
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterator
 
 import blosc
