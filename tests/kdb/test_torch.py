@@ -27,8 +27,8 @@ def test_frame_dataset_windows_and_pads(sample):
         assert last["action_is_pad"].tolist() == [False, True, True]
         np.testing.assert_array_equal(last["action"].numpy(), episode.actions[[5, 5, 5]])
         assert last["state_history_is_pad"].tolist() == [False, False]
-        assert bool(last["terminal"]) and int(last["episode"]) == 0 and int(last["frame"]) == 5
-        assert dataset[6]["episode"].item() == 1 and dataset[-1]["frame"].item() == 7
+        assert bool(last["terminal"]) and last["episode"] == 0 and last["frame"] == 5
+        assert dataset[6]["episode"] == 1 and dataset[-1]["frame"] == 7
         image = first["image.front"]
         assert image.shape == (3, 16, 20) and image.dtype == torch.float32 and 0 <= float(image.min())
         reference = f.read_frame(0, 0).images["front"]
@@ -47,7 +47,7 @@ def test_pickles_by_path(sample):
     dataset[0]
     clone = pickle.loads(pickle.dumps(dataset))
     assert clone._lazy._file is None
-    assert clone[4]["frame"].item() == 4
+    assert clone[4]["frame"] == 4
 
 
 def test_dataloader_with_two_workers(sample):
@@ -56,6 +56,7 @@ def test_dataloader_with_two_workers(sample):
     seen = []
     for batch in loader:
         assert batch["action"].shape[1:] == (2, 2) and batch["image.wrist"].shape[1:] == (3, 16, 20)
+        assert batch["terminal"].dtype == torch.bool and batch["reward"].dtype == torch.float32
         seen.extend((batch["episode"] * 100 + batch["frame"]).tolist())
     assert sorted(seen) == sorted(e * 100 + t for e, n in enumerate([6, 7, 8]) for t in range(n))
 

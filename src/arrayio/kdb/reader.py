@@ -12,7 +12,7 @@ from __future__ import annotations
 import struct
 import warnings
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, NamedTuple, Sequence
 
 import numpy as np
 
@@ -35,6 +35,7 @@ from ._layout import (
     EpisodeMeta,
     EpisodeNotFound,
     ImageDecodeError,
+    InvalidUtf8,
     decode_meta,
     decode_utf8,
     step_dtype,
@@ -52,12 +53,21 @@ def _scalar(record: Any, field: str) -> tuple[Any, int]:
     return struct.Struct("<" + record.dtype.fields[field][0].char).unpack_from, record.offsets[field]
 
 
+def _unpacker(record: Any) -> Any:
+    """A fast ``unpack_from`` returning a plain tuple, for a record without reserved bytes."""
+    codes = "".join(record.dtype.fields[field][0].char for field in record.fields)
+    unpack = struct.Struct("<" + codes)
+    if unpack.size != record.size:
+        raise ValueError(f"{record.name}: has reserved bytes, needs its own unpacker")
+    return unpack.unpack_from
+
+
 _READ_U16, _ = _scalar(STRING_LENGTH, "length")
 _READ_DATA_LEN, _DATA_LEN_AT = _scalar(IMAGE_HEADER, "data_len")
+_READ_IMAGE_HEADER = _unpacker(IMAGE_HEADER)
 
 
-@dataclass(frozen=True)
-class ImageRecord:
+class ImageRecord(NamedTuple):
     """Where one camera image of one frame sits, and what its record says about it."""
 
     camera: str
@@ -106,8 +116,7 @@ class Episode:
         return len(self.steps)
 
 
-@dataclass(frozen=True)
-class Frame:
+class Frame(NamedTuple):
     """One frame of one episode: its state/action values and the camera images asked for."""
 
     episode: int
@@ -127,13 +136,17 @@ class EpisodeImages:
         self.position = position
         self.on_bad_image = on_bad_image
         self.num_frames = file.entry(position).num_frames
+        self._records: dict[int, list[ImageRecord]] = {}
 
     def __len__(self) -> int:
         return self.num_frames
 
     def records(self, frame: int) -> list[ImageRecord]:
-        """The image records of ``frame`` in file order."""
-        return self._file.image_records(self.position, frame)
+        """The image records of ``frame`` in file order (parsed once per episode object)."""
+        records = self._records.get(frame)
+        if records is None:
+            records = self._records[frame] = self._file.image_records(self.position, frame)
+        return records
 
     @property
     def cameras(self) -> list[str]:
@@ -153,7 +166,7 @@ class EpisodeImages:
 
     def frame(self, frame: int, cameras: Sequence[str] | None = None) -> dict[str, np.ndarray]:
         """Decoded (H, W, C) uint8 images of ``frame`` by camera (all cameras when ``cameras`` is None)."""
-        return self._file.frame_images(self.position, frame, cameras, self.on_bad_image)
+        return self._file.frame_images(self.position, frame, cameras, self.on_bad_image, self.records(frame))
 
     def stack(self, camera: str) -> tuple[np.ndarray, np.ndarray]:
         """All frames of ``camera`` as one (frames, H, W, C) array plus a (frames,) presence mask.
@@ -391,11 +404,11 @@ class KdbFile:
         return Frame(position, frame, step["state"], step["action"], float(step["reward"]),
                      bool(step["is_terminal"]), decoded)
 
-    def frame_images(self, position: int, frame: int, cameras: Sequence[str] | None,
-                     on_bad_image: str) -> dict[str, np.ndarray]:
+    def frame_images(self, position: int, frame: int, cameras: Sequence[str] | None, on_bad_image: str,
+                     records: list[ImageRecord] | None = None) -> dict[str, np.ndarray]:
         """Decoded (H, W, C) uint8 images of one frame by camera; bad ones raise or are skipped with a warning."""
         decoded = {}
-        for record in self.image_records(position, frame):
+        for record in records if records is not None else self.image_records(position, frame):
             if cameras is not None and record.camera not in cameras:
                 continue
             try:
@@ -432,29 +445,49 @@ class KdbFile:
         if not 0 <= frame < walk.num_frames:
             raise EpisodeNotFound(f"kdb: frame {frame} is outside 0..{walk.num_frames - 1} "
                                   f"of episode {walk.position}")
+        section, names = walk.section, walk.names
+        offset = walk.frame_start(frame)
+        records = []
+        try:
+            (count,) = _READ_U16(section, offset)
+            offset += CAMERA_COUNT.size
+            for _ in range(count):
+                (name_length,) = _READ_U16(section, offset)
+                name_at = offset + STRING_LENGTH.size
+                offset = name_at + name_length
+                width, height, channels, kind, length = _READ_IMAGE_HEADER(section, offset)
+                offset += IMAGE_HEADER.size
+                if offset + length > len(section):
+                    raise struct.error("image data past the section")
+                raw = bytes(section[name_at:name_at + name_length])
+                name = names.get(raw)
+                if name is None:
+                    name = names[raw] = decode_utf8(memoryview(raw), "camera name", walk.start + name_at)
+                records.append(ImageRecord(name, width, height, channels, kind, walk.start + offset, length))
+                offset += length
+        except (struct.error, InvalidUtf8):
+            self._explain_frame(walk, frame)
+        return records
+
+    def _explain_frame(self, walk: "_FrameWalk", frame: int) -> None:
+        """Re-parse a frame that failed the fast parse, field by field, and raise the precise error."""
         section, start = walk.section, walk.start
         offset = walk.frame_start(frame)
         where = f"episode {walk.position} frame {frame}"
         count = self._unpack(CAMERA_COUNT, section, offset, start, f"{where} num_cameras").num_cameras
         offset += CAMERA_COUNT.size
-        records = []
         for camera in range(count):
             what = f"{where} camera {camera}"
             name_length = self._unpack(STRING_LENGTH, section, offset, start, f"{what} name length").length
             offset += STRING_LENGTH.size
             self._bounds(section, offset, name_length, start, f"{what} name")
-            name = walk.names.get(bytes(section[offset:offset + name_length]))
-            if name is None:
-                raw = bytes(section[offset:offset + name_length])
-                name = walk.names[raw] = decode_utf8(memoryview(raw), f"{what} name", start + offset)
+            name = decode_utf8(section[offset:offset + name_length], f"{what} name", start + offset)
             offset += name_length
             head = self._unpack(IMAGE_HEADER, section, offset, start, f"{what} ({name!r}) image header")
             offset += IMAGE_HEADER.size
             self._bounds(section, offset, head.data_len, start, f"{what} ({name!r}) image data")
-            records.append(ImageRecord(name, head.width, head.height, head.channels, head.format,
-                                       start + offset, head.data_len))
             offset += head.data_len
-        return records
+        raise ERRORS.invalid(f"{where} image records", start + walk.frame_start(frame), "a parsable frame")
 
     def frame_offset(self, position: int, frame: int) -> int:
         """Absolute offset of a frame's image records; ``frame == num_frames`` gives where the last one ends."""

@@ -49,9 +49,11 @@ class _LazyFile:
 
 
 def _image_tensor(pixels: np.ndarray, image_format: str) -> torch.Tensor:
-    """(H, W, C) uint8 -> (C, H, W) tensor, float32 in [0, 1] or uint8."""
-    tensor = torch.from_numpy(np.ascontiguousarray(pixels.transpose(2, 0, 1)))
-    return tensor.float().div_(255.0) if image_format == "float" else tensor
+    """(..., H, W, C) uint8 -> (..., C, H, W) tensor, float32 in [0, 1] or uint8 (one numpy pass)."""
+    channels_first = np.moveaxis(pixels, -1, -3)
+    if image_format == "float":
+        return torch.from_numpy(np.multiply(channels_first, np.float32(1 / 255), dtype=np.float32))
+    return torch.from_numpy(np.ascontiguousarray(channels_first))
 
 
 def _check_image_format(image_format: str) -> None:
@@ -62,11 +64,12 @@ def _check_image_format(image_format: str) -> None:
 class FrameDataset(Dataset):
     """Every frame of a .kdb file: state, action window, optional state history and camera images.
 
-    An item is a dict of tensors: ``state`` (state_dim,), ``action`` (horizon,
+    An item is a dict: tensors ``state`` (state_dim,), ``action`` (horizon,
     action_dim) with ``action_is_pad`` (horizon,), ``state_history`` (history,
-    state_dim) with ``state_history_is_pad`` when ``history > 0``, ``reward``,
-    ``terminal``, ``episode``, ``frame`` and ``image.<camera>`` (C, H, W) for each
-    camera in ``cameras`` (default: the cameras of the first frame; ``[]`` for none).
+    state_dim) with ``state_history_is_pad`` when ``history > 0``, and
+    ``image.<camera>`` (C, H, W) for each camera in ``cameras`` (default: the
+    cameras of the first frame; ``[]`` for none); scalars ``reward`` (float32),
+    ``terminal`` (bool), ``episode`` and ``frame``, which the DataLoader collates into tensors.
     """
 
     def __init__(self, path: Any, cameras: Sequence[str] | None = None, history: int = 0, horizon: int = 1, *,
@@ -99,10 +102,10 @@ class FrameDataset(Dataset):
             "state": torch.from_numpy(np.array(steps["state"][frame])),
             "action": torch.from_numpy(np.array(steps["action"][np.minimum(future, last)])),
             "action_is_pad": torch.from_numpy(future > last),
-            "reward": torch.tensor(float(steps["reward"][frame])),
-            "terminal": torch.tensor(bool(steps["is_terminal"][frame])),
-            "episode": torch.tensor(position),
-            "frame": torch.tensor(frame),
+            "reward": steps["reward"][frame],
+            "terminal": steps["is_terminal"][frame] != 0,
+            "episode": position,
+            "frame": frame,
         }
         if self.history:
             past = np.arange(frame - self.history, frame)
@@ -151,7 +154,5 @@ class EpisodeDataset(Dataset):
             "success": -1 if meta.success is None else int(meta.success),
         }
         for camera in self.cameras:
-            stacked = episode.images[camera]
-            tensor = torch.from_numpy(np.ascontiguousarray(stacked.transpose(0, 3, 1, 2)))
-            sample[f"image.{camera}"] = tensor.float().div_(255.0) if self.image_format == "float" else tensor
+            sample[f"image.{camera}"] = _image_tensor(episode.images[camera], self.image_format)
         return sample
