@@ -71,6 +71,8 @@ def test_append_to_single_chunk_files(tmp_path):
     assert _header(packed).nchunks == 3
     extra.write_bytes(b"z")
     assert bp.append(packed, extra) == 1
+    extra.write_bytes(b"")
+    assert bp.append(packed, extra) == 0
     assert bp.unpack_bytes_from_file(packed)[0] == b"abcd" * 250 + b"efgh" * 500 + b"z"
 
 

@@ -182,8 +182,6 @@ def append(orig_file: Any, new_file: Any, blosc_args: Any = None, progress: Prog
     values mean the file's typesize and the defaults. An ndarray's shape metadata is left as it
     was (as in bloscpack); use ``rewrite_metadata`` to update it.
     """
-    if os.path.getsize(new_file) == 0:
-        return append_file(orig_file, np.empty(0, np.uint8), blosc_args, progress)
     source, data = _map_input(new_file)
     with source:
         return append_file(orig_file, data, blosc_args, progress)
