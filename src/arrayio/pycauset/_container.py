@@ -223,14 +223,19 @@ def read_block(source: Source, slot: SlotState) -> dict[str, Any]:
     return decode_metadata(payload, start + BLOCK_HEADER.size)
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _scalar(view: Any) -> complex | float:
+    """The view's scalar: a {real, imag} map (native objects) or a plain F64 (BLOCK); 1.0 when malformed."""
     value = view.get("scalar", 1.0) if isinstance(view, dict) else 1.0
     if isinstance(value, dict):
         real, imag = value.get("real", 1.0), value.get("imag", 0.0)
-        if isinstance(real, (int, float)) and isinstance(imag, (int, float)) and not isinstance(real, bool):
+        if _is_number(real) and _is_number(imag):
             return float(real) if imag == 0 else complex(real, imag)
         return 1.0
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 1.0
+    return float(value) if _is_number(value) else 1.0
 
 
 class Container:
