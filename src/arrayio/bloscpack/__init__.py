@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from .._binary import Source, atomic_write, release_pages
+from .._binary import Source, atomic_write
 from ..errors import ArrayIOError, FormatError
 from ._format import (
     CHECKSUM_NAMES,
@@ -50,7 +50,7 @@ from .exceptions import (
     ObjectNumpyArrayRejection,
     OffsetsRequired,
 )
-from .reader import BloscpackFile, open_file, require_numpy
+from .reader import BloscpackFile, open_file, progressive_release, require_numpy
 from .writer import append_file, pack_buffer, pack_ndarray, rewrite_metadata, to_bytes, to_path
 
 FORMAT_NAME = "bloscpack"
@@ -167,9 +167,10 @@ def unpack_file_from_file(in_file: Any, out_file: Any, progress: Progress | None
     """Decompress the bloscpack file ``in_file`` into ``out_file``; returns its metadata (or None)."""
     with open_file(os.fspath(in_file)) as reader, atomic_write(out_file) as stream:
         positions = reader.positions
+        release = progressive_release(reader.source)
         for index, chunk in enumerate(ordered_map(reader.read_chunk, range(reader.nchunks))):
             stream.write(memoryview(chunk))
-            release_pages(reader.source, 0, int(positions[index]))
+            release(int(positions[index]))
             if progress is not None:
                 progress(len(chunk))
         return reader.metadata

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import json
 import math
+import mmap
 import zlib
 from typing import Any, Callable, Iterator
 
@@ -43,10 +44,23 @@ from ._format import (
 from ._threads import parallel_map
 from .exceptions import ERRORS, NotANumpyArray
 
-__all__ = ["BloscpackFile", "MetadataSection", "open_file"]
+__all__ = ["BloscpackFile", "MetadataSection", "open_file", "progressive_release", "require_numpy"]
 
 _JSON_MAGIC = b"JSON".ljust(8, b"\0")
 _BLOSC_ERRORS = (blosc.blosc_extension.error, ValueError, TypeError, OverflowError)
+
+
+def progressive_release(source: Source) -> Callable[[int], None]:
+    """A function ``done(position)`` that lets the kernel drop the mapped pages of ``source``
+    before ``position``, each page once, for one pass front to back through a large map."""
+    released = [0]
+
+    def done(position: int) -> None:
+        if position > released[0]:
+            release_pages(source, released[0], position - released[0])
+            released[0] = position - position % mmap.PAGESIZE
+
+    return done
 
 
 class MetadataSection:
@@ -480,11 +494,8 @@ class BloscpackFile:
         # A whole-file read lets the kernel drop each mapped chunk once decoded, so the
         # resident set stays near the size of the output array, not output + file.
         positions = self.positions
-
-        def release(index: int) -> None:
-            release_pages(self.source, 0, int(positions[index]))
-
-        return release
+        release = progressive_release(self.source)
+        return lambda index: release(int(positions[index]))
 
     def read(self) -> np.ndarray:
         """The whole array (every chunk verified and decoded straight into it)."""

@@ -19,7 +19,7 @@ from typing import Any, BinaryIO, Callable
 import blosc
 import numpy as np
 
-from .._binary import Source, Writer, atomic_write, release_pages
+from .._binary import Source, Writer, atomic_write
 from ..errors import UnsupportedError
 from ._format import (
     FORMAT_VERSION,
@@ -50,7 +50,7 @@ from .exceptions import (
     ObjectNumpyArrayRejection,
     OffsetsRequired,
 )
-from .reader import BloscpackFile
+from .reader import BloscpackFile, progressive_release
 
 __all__ = ["pack_buffer", "ndarray_payload", "metadata_section", "append_file", "rewrite_metadata"]
 
@@ -129,6 +129,7 @@ def _write_chunks(writer: Writer, data: np.ndarray, first: int, count: int, chun
     """Compress chunks ``first..first+count-1`` of ``data`` in parallel, write them in order."""
     compress = _compressor(data, chunk_size, blosc_args, checksum)
     writeback = _writeback(writer.stream)
+    release = progressive_release(source) if source is not None else None
     positions = []
     for index, (compressed, digest) in zip(range(first, first + count),
                                            ordered_map(compress, range(first, first + count))):
@@ -136,8 +137,8 @@ def _write_chunks(writer: Writer, data: np.ndarray, first: int, count: int, chun
         writer.write(compressed)
         writer.write(digest)
         writeback(writer.position)
-        if source is not None:
-            release_pages(source, 0, index * chunk_size)
+        if release is not None:
+            release(index * chunk_size)
         if progress is not None:
             progress(min(len(data), (index + 1) * chunk_size) - min(len(data), index * chunk_size))
     return positions
