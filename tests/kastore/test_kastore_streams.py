@@ -426,6 +426,19 @@ def test_archive_members(tmp_path, read_all):
 
 
 @pytest.mark.parametrize("read_all", [False, True])
+def test_error_offset_in_a_later_store_of_a_bytesio(read_all):
+    first = kastore.dumps({"a": np.arange(3)})
+    second = kastore.dumps({"b": np.arange(3)})
+    buffer = io.BytesIO(first + second[:-1])
+    kastore.load(buffer, read_all=read_all).close()
+    with pytest.raises(kastore.FileFormatError) as caught:
+        kastore.load(buffer, read_all=read_all)
+    end = len(first) + len(second)
+    assert f"the data ends at byte {end - 1}" in str(caught.value), str(caught.value)
+    assert len(first) <= caught.value.offset < end
+
+
+@pytest.mark.parametrize("read_all", [False, True])
 def test_error_offset_in_a_later_store_is_absolute(tmp_path, read_all):
     first = kastore.dumps({"a": np.arange(3)})
     second = bytearray(kastore.dumps({"b": np.arange(3)}))

@@ -359,6 +359,39 @@ def test_dump_to_a_fifo_path(tmp_path):
         os.close(reader)
 
 
+def test_dump_to_a_symlink_to_a_fifo(tmp_path):
+    import stat
+
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    link = tmp_path / "link.kas"
+    link.symlink_to(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        kastore.dump({"a": np.arange(2, dtype=np.int8)}, link)
+        assert link.is_symlink() and stat.S_ISFIFO(os.stat(fifo).st_mode)
+        os.set_blocking(reader, True)
+        with kastore.load(reader, read_all=True) as store:
+            assert store["a"].tolist() == [0, 1]
+    finally:
+        os.close(reader)
+
+
+def test_dump_through_a_symlink_in_another_folder(tmp_path):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "links").mkdir()
+    target = tmp_path / "data" / "t.kas"
+    kastore.dump({"old": np.arange(1)}, target)
+    link = tmp_path / "links" / "l.kas"
+    link.symlink_to(os.path.join("..", "data", "t.kas"))
+    kastore.dump({"new": np.arange(1)}, link)
+    assert link.is_symlink()
+    assert sorted(os.listdir(tmp_path / "links")) == ["l.kas"]
+    assert sorted(os.listdir(tmp_path / "data")) == ["t.kas"]
+    with kastore.load(target) as store:
+        assert list(store) == ["new"]
+
+
 def test_dump_big_endian_strided_large():
     little = np.arange(300_000, dtype=np.int64)
     big = little.astype(">i8")[::3]
