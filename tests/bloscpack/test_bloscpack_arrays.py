@@ -240,6 +240,7 @@ def test_open_on_file_objects_and_paths(tmp_path, lazy_file):
         assert reader.source.is_mapped and np.array_equal(reader[10:20], LAZY[10:20])
     with bp.open(io.BytesIO(lazy_file)) as reader:
         assert np.array_equal(reader[10:20], LAZY[10:20])
+        assert np.array_equal(reader.read(), LAZY)
     assert np.array_equal(arrayio.open(str(path))[5], LAZY[5])
 
 

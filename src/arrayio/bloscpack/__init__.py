@@ -168,7 +168,7 @@ def unpack_file_from_file(in_file: Any, out_file: Any, progress: Progress | None
     with open_file(os.fspath(in_file)) as reader, atomic_write(out_file) as stream:
         positions = reader.positions
         release = progressive_release(reader.source)
-        for index, chunk in enumerate(ordered_map(reader.read_chunk, range(reader.nchunks))):
+        for index, chunk in enumerate(ordered_map(reader.read_chunk, range(reader.nchunks), threads=reader.concurrent)):
             stream.write(memoryview(chunk))
             release(int(positions[index]))
             if progress is not None:

@@ -43,14 +43,16 @@ def _pool() -> ThreadPoolExecutor:
     return _state["pool"]
 
 
-def ordered_map(function: Callable[[Any], Any], items: Iterable[Any], window: int | None = None) -> Iterator[Any]:
+def ordered_map(function: Callable[[Any], Any], items: Iterable[Any], window: int | None = None,
+                threads: bool = True) -> Iterator[Any]:
     """``function`` over ``items`` on the worker threads, results in order, at most ``window`` in flight.
 
+    ``threads=False`` runs the calls here, in order (for sources that cannot be read concurrently).
     When a call fails, or the consumer stops early, the calls still running are waited for before
     control returns, so no worker outlives the buffers it writes to or reads from.
     """
     items = list(items)
-    if _state["nthreads"] == 1 or len(items) < 2:
+    if not threads or _state["nthreads"] == 1 or len(items) < 2:
         for item in items:
             yield function(item)
         return
@@ -78,9 +80,9 @@ def ordered_map(function: Callable[[Any], Any], items: Iterable[Any], window: in
 
 
 def parallel_map(function: Callable[[Any], None], items: Iterable[Any],
-                 on_done: Callable[[Any], None] | None = None) -> None:
+                 on_done: Callable[[Any], None] | None = None, threads: bool = True) -> None:
     """Run ``function`` on every item on the worker threads; ``on_done(item)`` follows in item order."""
     items = list(items)
-    for item, _ in zip(items, ordered_map(function, items)):
+    for item, _ in zip(items, ordered_map(function, items, threads=threads)):
         if on_done is not None:
             on_done(item)

@@ -295,6 +295,11 @@ class BloscpackFile:
         return (header.nchunks - 1) * header.chunk_size + header.last_chunk
 
     @property
+    def concurrent(self) -> bool:
+        """True when chunks can be read from several threads at once (maps and buffers, not file objects)."""
+        return self.source.buffer is not None
+
+    @property
     def nchunks_claimed(self) -> int:
         """The header's nchunks (-1 = not recorded; ``nchunks`` then holds the count found)."""
         return self.header.nchunks
@@ -481,7 +486,7 @@ class BloscpackFile:
         def decode_whole(index: int) -> None:
             self._decode_into(index, base + int(starts[index]) - start)
 
-        parallel_map(decode_whole, whole, on_done=release)
+        parallel_map(decode_whole, whole, on_done=release, threads=self.concurrent)
         scratch = None
         for index in sorted({first, last} - set(whole)):
             if scratch is None:
