@@ -187,17 +187,15 @@ def test_streaming_refusals(tmp_path):
 def test_failed_write_leaves_no_file_and_keeps_the_old_one(tmp_path):
     path = tmp_path / "a.kdb"
     path.write_bytes(b"old contents")
-    with pytest.raises(RuntimeError, match="boom"):
-        with kdb.Writer(path) as writer:
-            writer.add_episode(np.zeros((2, 1)), np.zeros((2, 1)))
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError, match="boom"), kdb.Writer(path) as writer:
+        writer.add_episode(np.zeros((2, 1)), np.zeros((2, 1)))
+        raise RuntimeError("boom")
     assert path.read_bytes() == b"old contents"
     assert os.listdir(tmp_path) == ["a.kdb"]
-    with pytest.raises(RuntimeError, match="begun but not ended"):
-        with kdb.Writer(tmp_path / "b.kdb") as writer:
-            writer.begin_episode(state_dim=1, action_dim=1)
-            writer.add_frame([1], [1])
-            writer.close()
+    with pytest.raises(RuntimeError, match="begun but not ended"), kdb.Writer(tmp_path / "b.kdb") as writer:
+        writer.begin_episode(state_dim=1, action_dim=1)
+        writer.add_frame([1], [1])
+        writer.close()
     assert not (tmp_path / "b.kdb").exists()
 
 

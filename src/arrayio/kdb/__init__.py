@@ -13,8 +13,9 @@ The byte layout and every decision the original spec leaves open are in
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -39,10 +40,30 @@ from .reader import Episode, EpisodeImages, Frame, ImageRecord, KdbFile, open_fi
 from .writer import Writer
 
 __all__ = [
-    "FORMAT_NAME", "open", "KdbFile", "Writer", "EncodedImage", "Episode", "EpisodeMeta", "EpisodeImages",
-    "Frame", "ImageRecord", "info", "validate", "entries", "cat", "demo", "ERRORS", "KinoError", "BadMagic",
-    "UnexpectedEof", "UnsupportedVersion", "InvalidUtf8", "ImageDecodeError", "EpisodeNotFound",
+    "ERRORS",
+    "FORMAT_NAME",
+    "BadMagic",
+    "EncodedImage",
+    "Episode",
     "EpisodeIdNotFound",
+    "EpisodeImages",
+    "EpisodeMeta",
+    "EpisodeNotFound",
+    "Frame",
+    "ImageDecodeError",
+    "ImageRecord",
+    "InvalidUtf8",
+    "KdbFile",
+    "KinoError",
+    "UnexpectedEof",
+    "UnsupportedVersion",
+    "Writer",
+    "cat",
+    "demo",
+    "entries",
+    "info",
+    "open",
+    "validate",
 ]
 
 

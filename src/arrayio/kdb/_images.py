@@ -46,7 +46,7 @@ class EncodedImage:
         if self.encoding not in ENCODINGS:
             raise ValueError(f"kdb: EncodedImage.encoding must be one of {ENCODINGS}, got {self.encoding!r}")
 
-    def with_dimensions(self) -> "EncodedImage":
+    def with_dimensions(self) -> EncodedImage:
         """This image with width, height and channels filled in from its header."""
         if None not in (self.width, self.height, self.channels):
             return self

@@ -19,7 +19,13 @@ from typing import Any
 import numpy as np
 
 from .._binary import Record
-from ..errors import ArrayIOError, ErrorKinds, FormatError, TruncatedError, VersionTooNewError
+from ..errors import (
+    ArrayIOError,
+    ErrorKinds,
+    FormatError,
+    TruncatedError,
+    VersionTooNewError,
+)
 
 FORMAT_NAME = "kdb"
 MAGIC = b"KINO"

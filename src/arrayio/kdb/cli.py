@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import click
 
@@ -38,7 +39,7 @@ class _Bar:
         self._label = label
         self._task = None
 
-    def __enter__(self) -> "_Bar":
+    def __enter__(self) -> _Bar:
         self._progress.__enter__()
         return self
 

@@ -13,8 +13,9 @@ import json
 import os
 import re
 import warnings
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -79,7 +80,7 @@ def _ingest_demo(writer: Writer, demo: Any, name: str, **meta: Any) -> None:
         state_parts = [demo["states"]]
     else:
         state_parts = [obs[key] for key in sorted(obs) if obs[key].ndim == 2 and obs[key].dtype.kind == "f"]
-    cameras = {key[:-len("_image")] if key.endswith("_image") else key: obs[key]
+    cameras = {key.removesuffix("_image"): obs[key]
                for key in sorted(obs) if obs[key].ndim == 4 and obs[key].dtype == np.uint8}
     rewards = np.asarray(demo["rewards"], dtype=np.float32).reshape(-1) if "rewards" in demo else np.zeros(frames)
     dones = np.asarray(demo["dones"]).reshape(-1) != 0 if "dones" in demo else np.arange(frames) == frames - 1
@@ -216,7 +217,7 @@ def _image_columns(table: Any) -> dict[str, str]:
         if pa.types.is_struct(field.type) and field.type.get_field_index("bytes") >= 0:
             camera = field.name
             for prefix in ("observation.", "images."):
-                camera = camera[len(prefix):] if camera.startswith(prefix) else camera
+                camera = camera.removeprefix(prefix)
             cameras[camera] = field.name
     return dict(sorted(cameras.items()))
 

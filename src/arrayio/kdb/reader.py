@@ -1,8 +1,9 @@
-"""Reading .kdb files: map, check the header and the whole index once, then
+"""Reading .kdb files: map, check the header and the index as a whole, then
 serve metadata, zero-copy state/action views and lazily decoded images.
 
-Opening costs O(1) in the data size and a handful of vectorised numpy passes
-over the N index entries. Image records are variable-length, so the start of
+Opening costs O(1) in the data size plus one vectorised sum over the N index
+entries; each entry is checked the first time its episode is touched, before
+any of its bytes are used. Image records are variable-length, so the start of
 each frame inside an episode's image section is found by walking the frame
 records once, as far as the frame asked for, and cached.
 """
@@ -11,8 +12,9 @@ from __future__ import annotations
 
 import struct
 import warnings
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterator, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -90,7 +92,7 @@ class Episode:
 
     meta: EpisodeMeta
     steps: np.ndarray
-    images: "EpisodeImages | None"
+    images: EpisodeImages | None
 
     @property
     def states(self) -> np.ndarray:
@@ -131,7 +133,7 @@ class Frame(NamedTuple):
 class EpisodeImages:
     """The camera images of one episode, read and decoded only when asked for."""
 
-    def __init__(self, file: "KdbFile", position: int, on_bad_image: str) -> None:
+    def __init__(self, file: KdbFile, position: int, on_bad_image: str) -> None:
         self._file = file
         self.position = position
         self.on_bad_image = on_bad_image
@@ -229,7 +231,7 @@ class KdbFile:
         return header
 
     def _read_index(self) -> np.ndarray:
-        header, size = self.header, self.source.size
+        header = self.header
         offset, length = header.index_offset, header.index_length
         if length % INDEX_ENTRY.size:
             raise ERRORS.invalid("header.index_length", HEADER.offsets["index_length"],
@@ -272,7 +274,7 @@ class KdbFile:
 
     # -- whole file ------------------------------------------------------------------------------
 
-    def __enter__(self) -> "KdbFile":
+    def __enter__(self) -> KdbFile:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -409,7 +411,7 @@ class KdbFile:
         """Decoded (H, W, C) uint8 images of one frame by camera; bad ones raise or are skipped with a warning."""
         decoded = {}
         for record in records if records is not None else self.image_records(position, frame):
-            if cameras is not None and record.camera not in cameras:
+            if (cameras is not None and record.camera not in cameras) or record.camera in decoded:
                 continue
             try:
                 decoded[record.camera] = self.decode_image(record)
@@ -469,7 +471,7 @@ class KdbFile:
             self._explain_frame(walk, frame)
         return records
 
-    def _explain_frame(self, walk: "_FrameWalk", frame: int) -> None:
+    def _explain_frame(self, walk: _FrameWalk, frame: int) -> None:
         """Re-parse a frame that failed the fast parse, field by field, and raise the precise error."""
         section, start = walk.section, walk.start
         offset = walk.frame_start(frame)
@@ -496,7 +498,7 @@ class KdbFile:
             raise EpisodeNotFound(f"kdb: frame {frame} is outside 0..{walk.num_frames} of episode {walk.position}")
         return walk.start + walk.frame_start(frame)
 
-    def _walk(self, position: int) -> "_FrameWalk":
+    def _walk(self, position: int) -> _FrameWalk:
         """The (cached) frame finder of one episode's image section."""
         walk = self._walks.get(position)
         if walk is None:

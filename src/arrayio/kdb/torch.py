@@ -12,7 +12,8 @@ file itself the first time it reads (a map is never shared across processes).
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -20,7 +21,7 @@ from torch.utils.data import Dataset
 
 from .reader import KdbFile, open_file
 
-__all__ = ["FrameDataset", "EpisodeDataset"]
+__all__ = ["EpisodeDataset", "FrameDataset"]
 
 IMAGE_FORMATS = ("float", "uint8")
 

@@ -15,8 +15,9 @@ import os
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence, Union
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Union
 
 import numpy as np
 
@@ -60,7 +61,6 @@ class _OpenEpisode:
     meta: dict[str, Any]
     steps: Any
     images: Any
-    camera_headers: dict[str, bytes] = field(default_factory=dict)
     num_frames: int = 0
 
 
@@ -94,7 +94,7 @@ class Writer:
 
     # -- context -----------------------------------------------------------------------------------
 
-    def __enter__(self) -> "Writer":
+    def __enter__(self) -> Writer:
         return self
 
     def __exit__(self, kind: Any, error: Any, traceback: Any) -> None:
