@@ -161,8 +161,9 @@ def _numpy_layout(metadata: MetadataSection) -> tuple[np.dtype, tuple[int, ...],
     except Exception as error:  # numpy raises many types for a bad description
         raise ERRORS.invalid("metadata['dtype']", where, "a numpy dtype description",
                              f"{stored!r} ({type(error).__name__})") from None
-    if dtype.hasobject:
-        raise ERRORS.invalid("metadata['dtype']", where, "a dtype without Python objects", str(dtype))
+    if dtype.hasobject or dtype.itemsize == 0:
+        raise ERRORS.invalid("metadata['dtype']", where, "a dtype of fixed-size items without Python objects",
+                             str(dtype))
     shape = value["shape"]
     if not isinstance(shape, list) or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0
                                               for n in shape):
