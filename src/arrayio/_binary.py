@@ -389,12 +389,20 @@ def _creation_mode() -> int:
 def atomic_write(path: PathLike, buffering: int = -1) -> Iterator[BinaryIO]:
     """Write a new file under ``path`` crash-safely: temp file in the same folder,
     flush, fsync, rename over the target, fsync the folder. On error the
-    target is untouched and the temp file removed."""
-    target = Path(os.fsdecode(path))
-    folder = target.parent if str(target.parent) else Path(".")
+    target is untouched and the temp file removed.
+
+    A symlink is followed (the file it points to is replaced, the link
+    stays), and a replaced file keeps its permission bits.
+    """
+    target = Path(os.path.realpath(os.fsdecode(path)))
+    folder = target.parent
+    try:
+        mode = stat.S_IMODE(os.stat(target).st_mode)
+    except FileNotFoundError:
+        mode = _creation_mode()
     fd, temp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
     try:
-        os.fchmod(fd, _creation_mode())
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "wb", buffering=buffering) as stream:
             yield stream
             stream.flush()
@@ -409,10 +417,23 @@ def atomic_write(path: PathLike, buffering: int = -1) -> Iterator[BinaryIO]:
 
 @contextlib.contextmanager
 def output_stream(target: Any) -> Iterator[BinaryIO]:
-    """A binary stream for a path (atomic write), an int fd (left open) or a file object."""
+    """A binary stream for a path (atomic write), an int fd (left open) or a file object.
+
+    A path naming a FIFO or a device is written into directly: renaming a
+    file over it would replace the pipe instead of feeding it.
+    """
     if is_path(target):
-        with atomic_write(target) as stream:
-            yield stream
+        path = os.fsdecode(target)
+        try:
+            special = not stat.S_ISREG(os.stat(path).st_mode)
+        except FileNotFoundError:
+            special = False
+        if special:
+            with open(path, "wb") as stream:
+                yield stream
+        else:
+            with atomic_write(path) as stream:
+                yield stream
     elif isinstance(target, int) and not isinstance(target, bool):
         with os.fdopen(target, "wb", closefd=False, buffering=0) as stream:
             yield stream

@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from ._binary import Source, is_path
-from .errors import ErrorKinds, UnsupportedError
+from .errors import ErrorKinds, UnsupportedError, offsets_from
 
 __all__ = [
     "DTYPES", "ITEMSIZES", "ValueInfo", "KeyedIndex", "KeyedFormat", "PreparedItem", "Store",
@@ -224,12 +224,30 @@ def decode_keys(area: bytes, lengths: list[int], area_offset: int, key_encoding:
 # --------------------------------------------------------------------------- loading from anything
 
 def _regular_file_fd(file: Any) -> int | None:
-    """The fd behind ``file`` when it is a regular file we can map, else None."""
+    """The fd behind ``file`` when its bytes are a regular file's own bytes, so mapping it is right.
+
+    Only raw fds and the io module's own file objects qualify: gzip, bz2, lzma
+    and similar wrappers also have ``fileno()``, but it names the compressed file.
+    """
     try:
-        fd = file if isinstance(file, int) else file.fileno()
+        if isinstance(file, int):
+            fd = file
+        elif isinstance(file, io.FileIO) or (isinstance(file, (io.BufferedReader, io.BufferedRandom))
+                                            and isinstance(file.raw, io.FileIO)):
+            fd = file.fileno()
+        else:
+            return None
         return fd if stat.S_ISREG(os.fstat(fd).st_mode) else None
     except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
         return None
+
+
+def _position(stream: Any) -> int:
+    """The stream's position, for error offsets (0 where it has none)."""
+    try:
+        return stream.tell() if stream.seekable() else 0
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        return 0
 
 
 def read_fixed(stream: Any, size: int, errors: ErrorKinds, what: str) -> bytes:
@@ -248,11 +266,13 @@ def read_fixed(stream: Any, size: int, errors: ErrorKinds, what: str) -> bytes:
 
 
 def _from_stream(layout: KeyedFormat, stream: Any, key_encoding: str) -> Store:
-    return Store(Source(layout.read_store(stream), layout.errors), layout, key_encoding)
+    with offsets_from(_position(stream)):
+        return Store(Source(layout.read_store(stream), layout.errors), layout, key_encoding)
 
 
 def _mapped_at_position(layout: KeyedFormat, fd: int, start: int, key_encoding: str) -> Store:
-    return Store(Source.from_fd(fd, layout.errors, start=start), layout, key_encoding)
+    with offsets_from(start):
+        return Store(Source.from_fd(fd, layout.errors, start=start), layout, key_encoding)
 
 
 def load_store(layout: KeyedFormat, file: Any, read_all: bool, key_encoding: str) -> Store:
@@ -266,7 +286,7 @@ def load_store(layout: KeyedFormat, file: Any, read_all: bool, key_encoding: str
     if is_path(file):
         path = os.fsdecode(file)
         with io.open(path, "rb") as handle:
-            if read_all:
+            if read_all or _regular_file_fd(handle) is None:  # FIFOs and devices are streams
                 return _from_stream(layout, handle, key_encoding)
             return Store(Source.from_fd(handle.fileno(), layout.errors, name=path), layout, key_encoding)
     if isinstance(file, bool) or not (isinstance(file, int) or hasattr(file, "read")):

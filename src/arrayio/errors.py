@@ -18,8 +18,10 @@ identities.
 
 from __future__ import annotations
 
+import contextlib
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 __all__ = [
     "ArrayIOError",
@@ -32,7 +34,22 @@ __all__ = [
     "UnsupportedError",
     "ErrorKinds",
     "describe",
+    "offsets_from",
 ]
+
+# Where byte 0 of the data being parsed lies in the file: a store read from the
+# middle of a file (concatenated stores) reports file offsets, not store offsets.
+_ORIGIN: ContextVar[int] = ContextVar("arrayio_error_origin", default=0)
+
+
+@contextlib.contextmanager
+def offsets_from(origin: int) -> Iterator[None]:
+    """Within this block, error offsets are shifted by ``origin`` (the data's position in its file)."""
+    token = _ORIGIN.set(origin)
+    try:
+        yield
+    finally:
+        _ORIGIN.reset(token)
 
 
 def describe(value: Any) -> str:
@@ -66,6 +83,8 @@ class FormatError(ArrayIOError, ValueError):
         expected: Any = None,
         found: Any = None,
     ) -> None:
+        if offset is not None:
+            offset += _ORIGIN.get()
         self.format = format
         self.field = field
         self.offset = offset
@@ -136,9 +155,10 @@ class ErrorKinds:
 
     def truncated_at(self, what: str, offset: int, length: int, available: int) -> FormatError:
         """A TruncatedError for ``length`` bytes of ``what`` at ``offset`` when only ``available`` exist."""
+        origin = _ORIGIN.get()
         return self.truncated(
-            f"{self.format}: {what} at byte {offset}: expected {length} bytes "
-            f"(up to byte {offset + length}), the data ends at byte {available}",
+            f"{self.format}: {what} at byte {origin + offset}: expected {length} bytes "
+            f"(up to byte {origin + offset + length}), the data ends at byte {origin + available}",
             format=self.format,
             field=what,
             offset=offset,

@@ -367,13 +367,14 @@ def _store_problems(handle: BinaryIO, size: int) -> list[str]:
         start = handle.tell()
         if index and start >= size:
             return problems
-        where = "" if index == 0 else (f"store {index} (concatenated after store {index - 1}, from byte {start} "
-                                        "on; its offsets count from there): ")
+        where = "" if index == 0 else f"store {index} (concatenated after store {index - 1}, from byte {start} on"
         try:
             with load(handle) as store:
-                problems += [where + problem for problem in _layout_problems(store)]
+                # Layout findings count offsets from the store's first byte; load errors are file offsets.
+                problems += [where + ("; its offsets count from there): " if index else "") + problem
+                             for problem in _layout_problems(store)]
         except _errors.FormatError as error:
-            return problems + [where + str(error)]
+            return problems + [where + ("): " if index else "") + str(error)]
         index += 1
 
 

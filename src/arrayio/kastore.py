@@ -305,9 +305,9 @@ def info(path: Any) -> dict:
 
 
 def entries(path: Any) -> list[dict]:
-    """Rows for ``arrayio ls``: key, dtype, shape, size in bytes."""
+    """Rows for ``arrayio ls``: key, dtype, shape, size in bytes, sorted by key as ``kastore ls`` lists them."""
     with load(path) as store:
-        return entry_rows(store)
+        return sorted(entry_rows(store), key=lambda row: row["name"])
 
 
 def cat(path: Any, name: str) -> Iterator[str]:

@@ -219,8 +219,9 @@ def test_trailing_bytes_are_ignored_by_load_and_reported_by_validate(tmp_path) -
     with kast.load(path) as store:
         assert store.file_size == len(BASE)
     problems = kast.validate(path)
-    assert problems == [f"store 1 (concatenated after store 0, from byte {len(BASE)} on; its offsets count from "
-                        "there): kast: header at byte 0: expected 40 bytes (up to byte 40), the data ends at byte 4"]
+    start = len(BASE)
+    assert problems == [f"store 1 (concatenated after store 0, from byte {start} on): kast: header at byte {start}: "
+                        f"expected 40 bytes (up to byte {start + 40}), the data ends at byte {start + 4}"]
 
 
 def test_concatenated_valid_stores_validate(tmp_path) -> None:
@@ -228,9 +229,8 @@ def test_concatenated_valid_stores_validate(tmp_path) -> None:
     path.write_bytes(BASE + golden_bytes("empty") + golden_bytes("mixed"))
     assert kast.validate(path) == []
     path.write_bytes(BASE + set_entry(BASE, "data_type", 1, 99))
-    assert kast.validate(path) == [f"store 1 (concatenated after store 0, from byte {len(BASE)} on; its offsets "
-                                   "count from there): kast: item 1 data_type at byte 84: expected a type code "
-                                   "0..9, found 99"]
+    assert kast.validate(path) == [f"store 1 (concatenated after store 0, from byte {len(BASE)} on): kast: item 1 "
+                                   f"data_type at byte {len(BASE) + 84}: expected a type code 0..9, found 99"]
 
 
 def _valid_files() -> list[bytes]:

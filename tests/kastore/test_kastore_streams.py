@@ -478,9 +478,6 @@ def test_load_a_fifo_path_read_all(tmp_path):
     thread.join(timeout=30)
 
 
-@pytest.mark.xfail(strict=True, reason="load(path) of a FIFO (or /dev/stdin on a pipe) with read_all=False maps it: "
-                                       "st_size is 0, so it reports EOFError 'End of file' although a store is "
-                                       "arriving; it should read the stream as for an fd")
 def test_load_a_fifo_path_lazy(tmp_path):
     payloads = stores(1)
     fifo, thread, _ = _fifo_with_writer(tmp_path, payloads)
