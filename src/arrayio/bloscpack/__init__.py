@@ -201,9 +201,9 @@ def info(path: Any) -> dict:
         header = reader.header
         size = reader.source.size
         nbytes = int(reader.starts[-1])
+        holds = f"ndarray {'x'.join(map(str, reader.shape))} {reader.dtype}" if reader.is_numpy else "bytes"
         facts: dict[str, Any] = {
-            "summary": (f"{'ndarray ' + 'x'.join(map(str, reader.shape)) + ' ' + str(reader.dtype) if reader.is_numpy else 'bytes'}"
-                        f", {pretty_size(nbytes)} in {reader.nchunks} chunk{'s' if reader.nchunks != 1 else ''}"
+            "summary": (f"{holds}, {pretty_size(nbytes)} in {reader.nchunks} chunk{'s' if reader.nchunks != 1 else ''}"
                         f" -> {pretty_size(size)}"),
             "format_version": header.format_version,
             "container": "numpy" if reader.is_numpy else "bytes",

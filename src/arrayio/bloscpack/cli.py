@@ -276,7 +276,9 @@ def info_command(file_: str) -> None:
     if "first_chunk" in facts:
         first = facts["first_chunk"]
         click.echo("blpk: First chunk blosc header:")
-        click.echo(f"blpk: {({k: first[k] for k in ('version', 'versionlz', 'flags', 'typesize', 'nbytes', 'blocksize', 'cbytes')})}")
+        header_fields = ("version", "versionlz", "flags", "typesize", "nbytes", "blocksize", "cbytes")
+        flag_fields = ("byte_shuffle", "pure_memcpy", "bit_shuffle", "split_blocks", "codec")
+        click.echo(f"blpk: { {key: first[key] for key in header_fields} }")
         click.echo("blpk: First chunk blosc flags: ")
-        click.echo(f"blpk: {({k: v for k, v in first.items() if k in ('byte_shuffle', 'pure_memcpy', 'bit_shuffle', 'split_blocks', 'codec')})}")
+        click.echo(f"blpk: { {key: first[key] for key in flag_fields} }")
     click.echo(f"blpk: {facts['summary']}")
