@@ -434,3 +434,40 @@ def test_huge_header_through_a_pipe_allocates_little(tmp_path):
         tracemalloc.stop()
         os.close(read_end)
     assert peak < 10 * 2**20, peak
+
+
+def test_fuzz_second_store_errors_have_file_offsets(tmp_path):
+    rng = random.Random(3)
+    first = kastore.dumps(all_types(2))
+    path = tmp_path / "two.kas"
+
+    def after_first(opener, read_all):
+        source = opener()
+        try:
+            kastore.load(source, read_all=read_all).close()
+            with kastore.load(source, read_all=read_all) as store:
+                read_everything(store)
+        finally:
+            if isinstance(source, int):
+                os.close(source)
+            else:
+                source.close()
+
+    openers = [lambda: io.BytesIO(path.read_bytes()), lambda: open(path, "rb"),
+               lambda: os.open(path, os.O_RDONLY)]
+    for round_ in range(200):
+        raw = _mutations(rng, BASE)
+        data = first + raw
+        path.write_bytes(data)
+        for opener in openers:
+            for read_all in (False, True):
+                try:
+                    after_first(opener, read_all)
+                except EOFError:
+                    assert raw == b""
+                except arrayio.FormatError as error:
+                    assert canonical_problem(raw) is not None
+                    assert len(first) <= error.offset <= len(data), (error.offset, str(error))
+                    assert f"at byte {error.offset}" in str(error), str(error)
+                else:
+                    assert canonical_problem(raw) is None
