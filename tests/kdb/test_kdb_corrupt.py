@@ -9,7 +9,7 @@ import warnings
 
 import numpy as np
 import pytest
-from conftest import GOLDEN, write_sample
+from kdb_cases import GOLDEN, write_sample
 
 from arrayio import kdb
 from arrayio.errors import FormatError, TruncatedError

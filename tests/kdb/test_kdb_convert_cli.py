@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import GOLDEN, gradient_frames, write_lerobot, write_robomimic
+from kdb_cases import GOLDEN, gradient_frames, write_lerobot, write_robomimic
 
 from arrayio import kdb
 from arrayio.kdb import convert

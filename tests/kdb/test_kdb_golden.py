@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import GOLDEN, GOLDEN_EPISODE
+from kdb_cases import GOLDEN, GOLDEN_EPISODE
 
 from arrayio import kdb
 from arrayio.errors import FormatError, VersionTooNewError

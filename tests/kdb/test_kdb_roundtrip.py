@@ -8,7 +8,7 @@ import os
 
 import numpy as np
 import pytest
-from conftest import gradient_frames, write_sample
+from kdb_cases import gradient_frames, write_sample
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image
