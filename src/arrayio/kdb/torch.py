@@ -57,6 +57,14 @@ def _image_tensor(pixels: np.ndarray, image_format: str) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(channels_first))
 
 
+def _first_cameras(kdb: KdbFile) -> list[str]:
+    """The cameras of the first frame of the first non-empty episode (none for an empty file)."""
+    for position in range(len(kdb)):
+        if kdb.entry(position).num_frames:
+            return [record.camera for record in kdb.image_records(position, 0)]
+    return []
+
+
 def _check_image_format(image_format: str) -> None:
     if image_format not in IMAGE_FORMATS:
         raise ValueError(f"kdb: image_format must be one of {IMAGE_FORMATS}, got {image_format!r}")
@@ -83,9 +91,7 @@ class FrameDataset(Dataset):
         self.image_format = image_format
         self._lazy = _LazyFile(path, on_bad_image)
         kdb = self._lazy.file
-        if cameras is None:
-            cameras = [record.camera for record in kdb.image_records(0, 0)] if kdb.num_frames else []
-        self.cameras = list(cameras)
+        self.cameras = _first_cameras(kdb) if cameras is None else list(cameras)
         self.first_frames = kdb.first_frames.copy()
 
     def __len__(self) -> int:
@@ -134,9 +140,7 @@ class EpisodeDataset(Dataset):
         self.image_format = image_format
         self._lazy = _LazyFile(path, on_bad_image)
         kdb = self._lazy.file
-        if cameras is None:
-            cameras = [record.camera for record in kdb.image_records(0, 0)] if kdb.num_frames else []
-        self.cameras = list(cameras)
+        self.cameras = _first_cameras(kdb) if cameras is None else list(cameras)
         self._length = len(kdb)
 
     def __len__(self) -> int:
