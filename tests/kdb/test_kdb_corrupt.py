@@ -3,12 +3,15 @@ counts, bad images) and a fuzz run: only arrayio.FormatError subclasses may esca
 
 from __future__ import annotations
 
+import io
 import random
 import struct
 import warnings
+import zlib
 
 import numpy as np
 import pytest
+from PIL import Image
 from kdb_cases import GOLDEN, write_sample
 
 from arrayio import kdb
@@ -181,6 +184,20 @@ def test_bad_image_skip_warns_and_keeps_time_axis():
         assert present.tolist() == [False, True]
         assert stacked[1].tolist() == [[[10, 20, 30]]]
     with kdb.open(bytes(out)) as f, pytest.raises(kdb.ImageDecodeError, match="episode 0 frame 0 camera 'c'"):
+        f.read_frame(0, 0)
+
+
+def test_tiny_image_claiming_huge_dimensions_is_refused_before_allocation():
+    out = io.BytesIO()
+    Image.new("RGB", (4, 4)).save(out, format="PNG")
+    png = bytearray(out.getvalue())
+    png[16:24] = struct.pack(">II", 8000, 8000)  # IHDR width/height, then a valid CRC
+    png[29:33] = struct.pack(">I", zlib.crc32(bytes(png[12:29])))
+    stream = io.BytesIO()
+    with kdb.Writer(stream) as writer:
+        writer.add_episode(np.zeros((1, 1)), np.zeros((1, 1)),
+                           images={"c": [kdb.EncodedImage(bytes(png), "png", 8000, 8000, 3)]})
+    with kdb.open(stream.getvalue()) as f, pytest.raises(kdb.ImageDecodeError, match="more than JPEG or PNG"):
         f.read_frame(0, 0)
 
 

@@ -25,6 +25,11 @@ JPEG_MAGIC = b"\xff\xd8\xff"
 PNG_MAGIC = b"\x89PNG"
 ENCODINGS = ("jpeg", "png")
 _PILLOW_MODES = {1: "L", 3: "RGB", 4: "RGBA"}
+# Deflate cannot shrink data more than ~1032:1 and baseline JPEG far less, so a compressed image
+# claiming more pixels than this many times its stored size (and more than FLOOR) is refused
+# before a pixel buffer is allocated: a 200-byte file cannot make us allocate gigabytes.
+MAX_EXPANSION = 1100
+EXPANSION_FLOOR = 64 << 20
 _PILLOW_FORMATS = {"jpeg": "JPEG", "png": "PNG"}
 
 
@@ -96,7 +101,7 @@ def decode(data: memoryview, width: int, height: int, channels: int) -> np.ndarr
     if head.startswith(JPEG_MAGIC) and simplejpeg is not None and channels in (1, 3):
         try:
             found_height, found_width = simplejpeg.decode_jpeg_header(data)[:2]
-            _check_size(found_width, found_height, width, height)
+            _check_size(found_width, found_height, width, height, channels, len(data))
             return simplejpeg.decode_jpeg(data, colorspace="GRAY" if channels == 1 else "RGB")
         except ValueError:
             raise
@@ -106,7 +111,7 @@ def decode(data: memoryview, width: int, height: int, channels: int) -> np.ndarr
 
     try:
         with Image.open(io.BytesIO(data)) as image:
-            _check_size(image.size[0], image.size[1], width, height)
+            _check_size(image.size[0], image.size[1], width, height, channels, len(data))
             pixels = np.asarray(image.convert(_PILLOW_MODES.get(channels, "RGB")))
     except ValueError:
         raise
@@ -115,6 +120,10 @@ def decode(data: memoryview, width: int, height: int, channels: int) -> np.ndarr
     return pixels.reshape(pixels.shape[0], pixels.shape[1], -1)
 
 
-def _check_size(found_width: int, found_height: int, width: int, height: int) -> None:
+def _check_size(found_width: int, found_height: int, width: int, height: int, channels: int, stored: int) -> None:
     if (found_width, found_height) != (width, height):
         raise ValueError(f"the encoded image is {found_width}x{found_height}, its record says {width}x{height}")
+    decoded = width * height * max(channels, 3)
+    if decoded > max(EXPANSION_FLOOR, MAX_EXPANSION * stored):
+        raise ValueError(f"{width}x{height} pixels ({decoded} bytes) from {stored} stored bytes is more than "
+                         f"JPEG or PNG can compress to (limit {MAX_EXPANSION}:1 above {EXPANSION_FLOOR} bytes)")

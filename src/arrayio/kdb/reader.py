@@ -417,9 +417,9 @@ class KdbFile:
                 decoded[record.camera] = self.decode_image(record)
             except ImageDecodeError as error:
                 if on_bad_image == "raise":
-                    raise ImageDecodeError(f"kdb: episode {position} frame {frame} camera {record.camera!r}: "
-                                           f"{error}", format=FORMAT_NAME, field=error.field,
-                                           offset=error.offset) from None
+                    raise ImageDecodeError(format=FORMAT_NAME, offset=error.offset, expected=error.expected,
+                                           found=error.found, field=f"episode {position} frame {frame} camera "
+                                                                   f"{record.camera!r} {error.field}") from None
                 warnings.warn(f"kdb: skipped the image of episode {position} frame {frame} camera "
                               f"{record.camera!r}: {error}", RuntimeWarning, stacklevel=3)
         return decoded
