@@ -24,6 +24,8 @@ def episode_png(kdb: KdbFile, position: int, target: Any, *, frames: int = 8, dp
 
     episode = kdb.read_episode(position)
     meta = episode.meta
+    if not len(episode):
+        raise ValueError(f"kdb: episode {meta.episode_id} has no frames to draw")
     cameras = episode.images.cameras
     count = max(1, min(frames, len(episode)))
     picks = np.unique(np.linspace(0, len(episode) - 1, count).round().astype(int))
