@@ -22,7 +22,6 @@ except ImportError:  # optional: Pillow decodes JPEG too, only slower
     simplejpeg = None
 
 JPEG_MAGIC = b"\xff\xd8\xff"
-PNG_MAGIC = b"\x89PNG"
 ENCODINGS = ("jpeg", "png")
 _PILLOW_MODES = {1: "L", 3: "RGB", 4: "RGBA"}
 # Deflate cannot shrink data more than ~1032:1 and baseline JPEG far less, so a compressed image

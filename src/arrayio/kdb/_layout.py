@@ -84,8 +84,6 @@ IMAGE_HEADER = Record("kdb image header", [
     ("data_len", "<u4"),
 ])
 
-# Smallest possible blobs: two empty strings + fps + success + reward_present; one u16 per image frame.
-META_MIN_LENGTH = 2 * STRING_LENGTH.size + META_TAIL.size
 STEP_FIXED_BYTES = 5  # f32 reward + u8 is_terminal after the state and action vectors
 
 
