@@ -297,7 +297,11 @@ class Writer:
         while remaining:
             written = self.stream.write(remaining)
             if written is None:
-                raise BlockingIOError("non-blocking stream not supported")
+                # Raw streams return None when they would block; other file-likes
+                # often return None after writing everything.
+                if isinstance(self.stream, io.RawIOBase):
+                    raise BlockingIOError("non-blocking streams are not supported")
+                written = len(remaining)
             remaining = remaining[written:]
         self.position += len(view)
         return len(view)
@@ -318,29 +322,34 @@ class Writer:
                              small: int = 1 << 16, batch: int = 1 << 22) -> None:
         """Write arrays one after another, each little-endian at the next multiple of ``alignment``.
 
-        Small arrays are gathered into one staging buffer per ``batch`` bytes
-        (one write call instead of thousands); large ones go straight to the
-        stream from the caller's memory.
+        Small arrays are joined into one write per ``batch`` bytes (one call
+        instead of thousands); large ones go straight to the stream from the
+        caller's memory.
         """
-        staged = bytearray()
+        paddings = [bytes(count) for count in range(alignment)]
+        pieces: list[Any] = []
+        staged = 0
         for array in arrays:
-            padding = -(self.position + len(staged)) % alignment
+            padding = -(self.position + staged) % alignment
             if array.nbytes < small:
                 if array.dtype.byteorder == ">":
                     array = array.astype(array.dtype.newbyteorder("<"))
-                staged += self._ZEROS[:padding]
-                staged += _contiguous_bytes(array)
-                if len(staged) >= batch:
-                    self.write(staged)
-                    staged = bytearray()
+                elif not array.flags.c_contiguous:
+                    array = np.ascontiguousarray(array)
+                pieces.append(paddings[padding])
+                pieces.append(array)
+                staged += padding + array.nbytes
+                if staged >= batch:
+                    self.write(b"".join(pieces))
+                    pieces, staged = [], 0
             else:
-                if staged:
-                    self.write(staged)
-                    staged = bytearray()
+                if pieces:
+                    self.write(b"".join(pieces))
+                    pieces, staged = [], 0
                 self.zeros(padding)
                 self.write_array(array)
-        if staged:
-            self.write(staged)
+        if pieces:
+            self.write(b"".join(pieces))
 
     def zeros(self, count: int) -> None:
         """Write ``count`` zero bytes."""

@@ -24,7 +24,7 @@ from ._binary import Source, is_path
 from .errors import ErrorKinds, UnsupportedError, offsets_from
 
 __all__ = [
-    "DTYPES", "ITEMSIZES", "ValueInfo", "KeyedIndex", "KeyedFormat", "PreparedItem", "Store",
+    "DTYPES", "ITEMSIZES", "ValueInfo", "KeyedIndex", "KeyedFormat", "Prepared", "Store",
     "dtype_code", "prepare", "decode_keys", "running_starts", "first_failure", "aligned",
     "read_fixed", "load_store", "entry_rows", "value_lines", "sample_data",
 ]
@@ -35,7 +35,6 @@ ITEMSIZES = np.array([dtype.itemsize for dtype in DTYPES], dtype=np.uint64)
 _CODE_OF = {(dtype.kind, dtype.itemsize): code for code, dtype in enumerate(DTYPES)}
 
 ValueInfo = namedtuple("ValueInfo", ["dtype", "shape", "size"])
-PreparedItem = namedtuple("PreparedItem", ["key", "code", "array"])
 
 
 def dtype_code(dtype: np.dtype) -> int | None:
@@ -69,6 +68,24 @@ class KeyedFormat:
     closed_error: type[Exception]
     parse: Callable[[Source, str], KeyedIndex]
     read_store: Callable[[Any], memoryview]
+
+
+@dataclass
+class Prepared:
+    """A mapping checked for writing, as columns sorted by encoded key bytes."""
+
+    keys: list[bytes]
+    codes: np.ndarray
+    lengths: np.ndarray
+    arrays: list[np.ndarray]
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    @property
+    def nbytes(self) -> np.ndarray:
+        """Byte size of each array (uint64)."""
+        return self.lengths * ITEMSIZES[self.codes]
 
 
 class Store(Mapping):
@@ -315,23 +332,29 @@ def load_store(layout: KeyedFormat, file: Any, read_all: bool, key_encoding: str
 
 # --------------------------------------------------------------------------- writing
 
-def prepare(data: Any, key_encoding: str, format_name: str) -> list[PreparedItem]:
+def prepare(data: Any, key_encoding: str, format_name: str) -> Prepared:
     """Check and encode a mapping for writing: sorted by encoded key bytes, unique, non-empty,
     1-D arrays of the ten supported dtypes (kept as given: no copy)."""
     if not isinstance(data, Mapping):
         raise TypeError(f"{format_name}: data must be a mapping of str -> 1-D array, not {type(data).__name__}")
-    prepared = []
+    keys: list[bytes] = []
+    codes: list[int] = []
+    arrays: list[np.ndarray] = []
+    ndarray = np.ndarray
     for key, value in data.items():
         if not isinstance(key, str):
             raise TypeError(f"{format_name}: keys must be str, got {type(key).__name__} {key!r}")
         encoded = key.encode(key_encoding)
         if not encoded:
             raise ValueError(f"{format_name}: empty keys are not allowed")
-        try:
-            array = np.asarray(value)
-        except (ValueError, TypeError) as error:
-            raise ValueError(f"{format_name}: key {key!r}: cannot make an array of "
-                             f"{type(value).__name__}: {error}") from None
+        if type(value) is ndarray:
+            array = value
+        else:
+            try:
+                array = np.asarray(value)
+            except (ValueError, TypeError) as error:
+                raise ValueError(f"{format_name}: key {key!r}: cannot make an array of "
+                                 f"{type(value).__name__}: {error}") from None
         if array.ndim != 1:
             raise ValueError(f"{format_name}: key {key!r}: arrays must be 1-D, got shape {array.shape}")
         dtype = array.dtype
@@ -339,13 +362,17 @@ def prepare(data: Any, key_encoding: str, format_name: str) -> list[PreparedItem
         if code is None:
             raise UnsupportedError(f"{format_name}: key {key!r}: unsupported dtype {array.dtype}; supported are "
                                    "int8/16/32/64, uint8/16/32/64, float32 and float64")
-        prepared.append(PreparedItem(encoded, code, array))
-    prepared.sort(key=lambda item: item.key)
-    for left, right in zip(prepared, prepared[1:]):
-        if left.key == right.key:
-            raise ValueError(f"{format_name}: duplicate key {left.key.decode(key_encoding)!r} "
-                             f"after {key_encoding} encoding")
-    return prepared
+        keys.append(encoded)
+        codes.append(code)
+        arrays.append(array)
+    order = sorted(range(len(keys)), key=keys.__getitem__)
+    keys = [keys[index] for index in order]
+    arrays = [arrays[index] for index in order]
+    for left, right in zip(keys, keys[1:]):
+        if left == right:
+            raise ValueError(f"{format_name}: duplicate key {left.decode(key_encoding)!r} after {key_encoding} encoding")
+    return Prepared(keys, np.array(codes, dtype=np.uint8)[order],
+                    np.fromiter((array.size for array in arrays), dtype=np.uint64, count=len(arrays)), arrays)
 
 
 # --------------------------------------------------------------------------- what the CLI shows

@@ -20,7 +20,7 @@ import numpy as np
 
 from . import errors as _errors
 from ._binary import U64_MAX, Record, Source, Writer, is_path, output_stream, read_exactly, round_up
-from ._keyed import (DTYPES, ITEMSIZES, KeyedFormat, KeyedIndex, PreparedItem, Store, ValueInfo, aligned,
+from ._keyed import (DTYPES, ITEMSIZES, KeyedFormat, KeyedIndex, Prepared, Store, ValueInfo, aligned,
                      decode_keys, entry_rows, first_failure, load_store, prepare, read_fixed, running_starts,
                      sample_data, value_lines)
 from .errors import ArrayIOError, ErrorKinds, UnsupportedError
@@ -256,42 +256,40 @@ LAYOUT = KeyedFormat(FORMAT_NAME, ERRORS, StoreClosedError, _parse_index, _read_
 
 # --------------------------------------------------------------------------- writer
 
-def _layout(prepared: list[PreparedItem]) -> tuple[bytes, np.ndarray, bytes]:
+def _layout(prepared: list[Prepared]) -> tuple[bytes, np.ndarray, bytes]:
     """Header bytes, keys table and keys area of ``prepared`` (checked for what KAST cannot hold)."""
     count = len(prepared)
     if count > U32_MAX:
         raise UnsupportedError(f"kast: {count} keys do not fit the u32 num_keys field")
-    area = b"".join(item.key + b"\x00" for item in prepared)
+    area = b"\x00".join(prepared.keys) + b"\x00" if count else b""
     if area.count(0) != count:
-        culprit = next(item.key for item in prepared if 0 in item.key)
+        culprit = next(key for key in prepared.keys if 0 in key)
         raise UnsupportedError(f"kast: key {culprit!r} contains a NUL byte; KAST keys are NUL-terminated")
-    key_lengths = np.fromiter((len(item.key) for item in prepared), dtype=np.uint64, count=count)
+    key_lengths = np.fromiter(map(len, prepared.keys), dtype=np.uint64, count=count)
     if count and int(key_lengths.max()) > U32_MAX:
         raise UnsupportedError(f"kast: a key of {int(key_lengths.max())} bytes does not fit the u32 key_length field")
-    codes = np.fromiter((item.code for item in prepared), dtype=np.uint32, count=count)
-    lengths = np.fromiter((item.array.size for item in prepared), dtype=np.uint64, count=count)
     table_end = KEYS_TABLE_OFFSET + ENTRY.size * count
     data_offset = round_up(table_end + len(area), ALIGNMENT)
-    # Every start is a multiple of 8, so each array advances the next start by its size rounded up to 8.
+    # Every start is a multiple of 8, so each array moves the next start on by its size rounded up to 8.
     table = ENTRY.empty(count)
     table["key_length"] = key_lengths
     table["key_offset"] = running_starts(key_lengths + np.uint64(1), table_end)
-    table["data_type"] = codes
-    table["data_length"] = lengths
-    table["data_offset"] = running_starts(aligned(lengths * ITEMSIZES[codes], ALIGNMENT), data_offset)
+    table["data_type"] = prepared.codes
+    table["data_length"] = prepared.lengths
+    table["data_offset"] = running_starts(aligned(prepared.nbytes, ALIGNMENT), data_offset)
     header = HEADER.pack(magic=MAGIC, version_major=VERSION_MAJOR, version_minor=VERSION_MINOR, flags=0,
                          num_keys=count, keys_table_offset=KEYS_TABLE_OFFSET, data_offset=data_offset)
     return header, table, area
 
 
-def _write(stream: BinaryIO, prepared: list[PreparedItem], layout: tuple[bytes, np.ndarray, bytes]) -> None:
+def _write(stream: BinaryIO, prepared: list[Prepared], layout: tuple[bytes, np.ndarray, bytes]) -> None:
     header, table, area = layout
     writer = Writer(stream)
     writer.write(header)
     writer.write(table)
     writer.write(area)
     writer.pad_to(ALIGNMENT)
-    writer.write_aligned_arrays((item.array for item in prepared), ALIGNMENT)
+    writer.write_aligned_arrays(prepared.arrays, ALIGNMENT)
 
 
 # --------------------------------------------------------------------------- public API

@@ -18,7 +18,7 @@ import numpy as np
 
 from . import errors as _errors
 from ._binary import Record, Source, Writer, is_path, output_stream, read_exactly, round_up
-from ._keyed import (DTYPES, ITEMSIZES, KeyedFormat, KeyedIndex, PreparedItem, Store, ValueInfo, aligned,
+from ._keyed import (DTYPES, ITEMSIZES, KeyedFormat, KeyedIndex, Prepared, Store, ValueInfo, aligned,
                      decode_keys, entry_rows, first_failure, load_store, prepare, read_fixed, running_starts,
                      sample_data, value_lines)
 from .errors import ArrayIOError, ErrorKinds, UnsupportedError
@@ -176,41 +176,36 @@ LAYOUT = KeyedFormat(FORMAT_NAME, ERRORS, StoreClosedError, _parse_index, _read_
 
 # --------------------------------------------------------------------------- writer
 
-def _layout(prepared: list[PreparedItem]) -> tuple[bytes, np.ndarray, int]:
+def _layout(prepared: list[Prepared]) -> tuple[bytes, np.ndarray, int]:
     """Header bytes, descriptor table and total size of the canonical layout."""
     count = len(prepared)
     if count > 0xFFFFFFFF:
         raise UnsupportedError(f"kastore: {count} items do not fit the u32 num_items field")
     table = ITEM.empty(count)
-    key_lengths = np.fromiter((len(entry[0]) for entry in prepared), dtype=np.uint64, count=count)
-    codes = np.fromiter((entry[1] for entry in prepared), dtype=np.uint8, count=count)
-    lengths = np.fromiter((entry[2].size for entry in prepared), dtype=np.uint64, count=count)
+    key_lengths = np.fromiter(map(len, prepared.keys), dtype=np.uint64, count=count)
+    nbytes = prepared.nbytes
     table_end = HEADER.size + ITEM.size * count
     key_starts = running_starts(key_lengths, table_end)
-    position = table_end + int(key_lengths.sum())
-    array_starts = np.empty(count, dtype=np.uint64)
-    nbytes = (lengths * ITEMSIZES[codes]).tolist()
-    for index, size in enumerate(nbytes):
-        position = round_up(position, ALIGNMENT)
-        array_starts[index] = position
-        position += size
-    table["type"] = codes
+    # Every start is a multiple of 8, so each array moves the next start on by its size rounded up to 8.
+    array_starts = running_starts(aligned(nbytes, ALIGNMENT), round_up(table_end + int(key_lengths.sum()), ALIGNMENT))
+    position = int(array_starts[-1] + nbytes[-1]) if count else table_end
+    table["type"] = prepared.codes
     table["key_start"] = key_starts
     table["key_len"] = key_lengths
     table["array_start"] = array_starts
-    table["array_len"] = lengths
+    table["array_len"] = prepared.lengths
     header = HEADER.pack(magic=MAGIC, version_major=VERSION_MAJOR, version_minor=VERSION_MINOR,
                          num_items=count, file_size=position)
     return header, table, position
 
 
-def _write(stream: BinaryIO, prepared: list[PreparedItem]) -> int:
+def _write(stream: BinaryIO, prepared: list[Prepared]) -> int:
     header, table, total = _layout(prepared)
     writer = Writer(stream)
     writer.write(header)
     writer.write(table)
-    writer.write(b"".join(item.key for item in prepared))
-    writer.write_aligned_arrays((item.array for item in prepared), ALIGNMENT)
+    writer.write(b"".join(prepared.keys))
+    writer.write_aligned_arrays(prepared.arrays, ALIGNMENT)
     return total
 
 
