@@ -22,7 +22,7 @@ from typing import Any, Union
 import numpy as np
 
 from .._binary import Writer as StreamWriter
-from .._binary import output_stream
+from .._binary import U64_MAX, output_stream
 from . import _images
 from ._images import EncodedImage
 from ._layout import (
@@ -77,9 +77,11 @@ class Writer:
             raise ValueError(f"kdb: compress must be one of {COMPRESSIONS}, got {compress!r}")
         if not 1 <= int(quality) <= 100:
             raise ValueError(f"kdb: quality must be 1..100, got {quality}")
+        if created_timestamp is not None and not 0 <= int(created_timestamp) <= U64_MAX:
+            raise ValueError(f"kdb: created_timestamp must be 0..2**64-1 Unix seconds, got {created_timestamp}")
         self.compress = compress
         self.quality = int(quality)
-        self.created_timestamp = created_timestamp
+        self.created_timestamp = None if created_timestamp is None else int(created_timestamp)
         self._folder = os.path.dirname(os.path.abspath(os.fsdecode(target))) if isinstance(
             target, (str, bytes, os.PathLike)) else None
         self._stack = contextlib.ExitStack()
@@ -116,13 +118,17 @@ class Writer:
         if self._failed is not None:
             self.abort(self._failed)
             raise RuntimeError("kdb: an earlier episode failed half-way; the file was discarded") from self._failed
-        index_offset = self._out.position
-        self._out.write(b"".join(self._entries))
-        timestamp = int(time.time()) if self.created_timestamp is None else int(self.created_timestamp)
-        self._out.patch(self._header_at, HEADER.pack(
-            magic=MAGIC, version_major=VERSION_MAJOR, version_minor=VERSION_MINOR,
-            num_episodes=len(self._entries), num_frames=self._total_frames, index_offset=index_offset,
-            index_length=len(self._entries) * INDEX_ENTRY.size, created_timestamp=timestamp))
+        timestamp = int(time.time()) if self.created_timestamp is None else self.created_timestamp
+        try:
+            index_offset = self._out.position
+            self._out.write(b"".join(self._entries))
+            self._out.patch(self._header_at, HEADER.pack(
+                magic=MAGIC, version_major=VERSION_MAJOR, version_minor=VERSION_MINOR,
+                num_episodes=len(self._entries), num_frames=self._total_frames, index_offset=index_offset,
+                index_length=len(self._entries) * INDEX_ENTRY.size, created_timestamp=timestamp))
+        except BaseException as error:
+            self.abort(error)
+            raise
         self.closed = True
         self._close_episode_spools()
         self._stack.close()
