@@ -341,13 +341,27 @@ class _Sink:
         return self._out.write(data)
 
 
+def _float32(values: Any, name: str) -> np.ndarray:
+    """``values`` as float32; ragged input and finite values beyond the f32 range raise."""
+    try:
+        array = np.asarray(values)
+    except ValueError as error:
+        raise ValueError(f"kdb: {name} is ragged ({error}); every frame needs the same length") from None
+    if array.dtype == np.float32:
+        return array
+    if array.dtype.kind not in "biuf":
+        raise ValueError(f"kdb: {name} must be numeric, got {array.dtype}")
+    wide = array.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        beyond = np.isfinite(wide) & (np.abs(wide) > np.finfo(np.float32).max)
+    if beyond.any():
+        raise ValueError(f"kdb: {name} holds {wide[beyond][0]}, beyond the 32-bit float range")
+    return wide.astype(np.float32)
+
+
 def _matrix(values: Any, name: str) -> np.ndarray:
     """A (frames, dim) float32 array; ragged input raises instead of misaligning later frames."""
-    try:
-        array = np.asarray(values, dtype=np.float32)
-    except ValueError as error:
-        raise ValueError(f"kdb: {name} is ragged or not numeric ({error}); every frame needs the same length") \
-            from None
+    array = _float32(values, name)
     if array.ndim == 1:
         raise ValueError(f"kdb: {name} must be (frames, dim); got shape {array.shape} "
                          f"(use shape ({array.shape[0]}, 1) for a 1-d {name[:-1]})")
@@ -357,7 +371,7 @@ def _matrix(values: Any, name: str) -> np.ndarray:
 
 
 def _row(values: Any, dim: int, name: str, frame: int) -> np.ndarray:
-    array = np.asarray(values, dtype=np.float32).reshape(-1)
+    array = _float32(values, f"frame {frame} {name}").reshape(-1)
     if array.shape != (dim,):
         raise ValueError(f"kdb: frame {frame} {name} has {array.size} values, the episode's {name}_dim is {dim}")
     return array
@@ -366,7 +380,7 @@ def _row(values: Any, dim: int, name: str, frame: int) -> np.ndarray:
 def _vector(values: Any, frames: int, name: str, dtype: Any) -> np.ndarray:
     if values is None:
         return np.zeros(frames, dtype=dtype)
-    array = np.asarray(values, dtype=dtype)
+    array = _float32(values, name) if dtype == np.float32 else np.asarray(values, dtype=dtype)
     if array.shape != (frames,):
         raise ValueError(f"kdb: {name} must have shape ({frames},), got {array.shape}")
     return array
