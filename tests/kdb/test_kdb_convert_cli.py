@@ -32,6 +32,16 @@ def test_ingest_hdf5(tmp_path):
             assert episode.images.cameras == ["agentview", "robot0_eye_in_hand"]
 
 
+def test_ingest_hdf5_skips_empty_demos_and_groups(tmp_path):
+    source = write_robomimic(tmp_path / "robomimic.hdf5", demos=2)
+    with h5py.File(source, "a") as hdf5:
+        hdf5["data/demo_5/actions"] = np.zeros((0, 7))
+        hdf5["data/demo_1/obs"].create_group("nested")
+    with pytest.warns(RuntimeWarning, match="demo_5 has no frames"):
+        assert convert.ingest_hdf5(source, tmp_path / "out.kdb", compress="png") == 2
+    assert kdb.info(tmp_path / "out.kdb")["cameras"] == ["agentview", "robot0_eye_in_hand"]
+
+
 def test_ingest_lerobot(tmp_path):
     source = write_lerobot(tmp_path / "lerobot", episodes=2, frames=4)
     target = tmp_path / "out.kdb"

@@ -43,7 +43,8 @@ def ingest_hdf5(source: Any, target: Any, *, compress: str | None = "jpeg", qual
     ``states`` dataset, or when absent the 2-D float ``obs`` keys concatenated
     in alphabetical order; cameras are the 4-D uint8 ``obs`` datasets, named
     without their ``_image`` suffix. success = last reward > 0, total_reward =
-    sum of rewards, terminal = ``dones``. Returns the number of episodes.
+    sum of rewards, terminal = ``dones``; demos without frames are left out with
+    a warning. Returns the number of episodes written.
     """
     import h5py
 
@@ -54,11 +55,12 @@ def ingest_hdf5(source: Any, target: Any, *, compress: str | None = "jpeg", qual
         if task is None:
             task = _robomimic_task(data.attrs.get("env_args"))
         demos = sorted((name for name in data if _DEMO.match(name)), key=lambda name: int(_DEMO.match(name)[1]))
+        written = 0
         with Writer(target, compress=compress, quality=quality) as writer:
             for done, name in enumerate(demos):
-                _ingest_demo(writer, data[name], name, embodiment=embodiment, task=task, fps=fps)
+                written += _ingest_demo(writer, data[name], name, embodiment=embodiment, task=task, fps=fps)
                 progress(done + 1, len(demos))
-    return len(demos)
+    return written
 
 
 def _robomimic_task(env_args: Any) -> str:
@@ -70,18 +72,24 @@ def _robomimic_task(env_args: Any) -> str:
         return ""
 
 
-def _ingest_demo(writer: Writer, demo: Any, name: str, **meta: Any) -> None:
-    if "actions" not in demo:
+def _ingest_demo(writer: Writer, demo: Any, name: str, **meta: Any) -> bool:
+    """Write one demo as an episode; False (with a warning) for a demo without frames."""
+    actions = demo.get("actions")
+    if not hasattr(actions, "shape") or len(actions.shape) < 1:
         raise ValueError(f"kdb: {name} has no 'actions' dataset")
-    actions = demo["actions"]
     frames = actions.shape[0]
-    obs = demo.get("obs", {})
-    if "states" in demo:
+    if frames == 0:
+        warnings.warn(f"kdb: {name} has no frames and is left out (the format cannot hold empty episodes)",
+                      RuntimeWarning, stacklevel=3)
+        return False
+    group = demo.get("obs", {})
+    obs = {key: group[key] for key in sorted(group) if hasattr(group[key], "shape")}
+    if hasattr(demo.get("states"), "shape"):
         state_parts = [demo["states"]]
     else:
-        state_parts = [obs[key] for key in sorted(obs) if obs[key].ndim == 2 and obs[key].dtype.kind == "f"]
-    cameras = {key.removesuffix("_image"): obs[key]
-               for key in sorted(obs) if obs[key].ndim == 4 and obs[key].dtype == np.uint8}
+        state_parts = [data for data in obs.values() if data.ndim == 2 and data.dtype.kind == "f"]
+    cameras = {key.removesuffix("_image"): data for key, data in obs.items()
+               if data.ndim == 4 and data.dtype == np.uint8}
     rewards = np.asarray(demo["rewards"], dtype=np.float32).reshape(-1) if "rewards" in demo else np.zeros(frames)
     dones = np.asarray(demo["dones"]).reshape(-1) != 0 if "dones" in demo else np.arange(frames) == frames - 1
     lengths = {"rewards": len(rewards), "dones": len(dones)}
@@ -105,8 +113,9 @@ def _ingest_demo(writer: Writer, demo: Any, name: str, **meta: Any) -> None:
             writer.add_frame(state_rows[row], action_rows[row], reward=float(rewards[start + row]),
                              terminal=bool(dones[start + row]),
                              images={camera: rows[row] for camera, rows in image_rows.items()})
-    writer.end_episode(success=bool(rewards[-1] > 0) if frames else None,
+    writer.end_episode(success=bool(rewards[-1] > 0),
                        total_reward=float(rewards.sum(dtype=np.float64)) if "rewards" in demo else None)
+    return True
 
 
 def ingest_lerobot(source: Any, target: Any, *, compress: str | None = None, quality: int = 90,
