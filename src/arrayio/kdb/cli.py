@@ -119,6 +119,7 @@ def show(file: str, episode: int, png: str | None, frames: int, by_id: bool) -> 
     """Describe episode EPISODE of FILE (and draw it with --png)."""
 
     def run() -> None:
+        """Print the episode's facts and draw it when asked."""
         with open_file(file) as kdb:
             position = kdb.position_of(episode) if by_id else episode
             data = kdb.read_episode(position)

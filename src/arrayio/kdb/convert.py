@@ -296,6 +296,7 @@ def export_npz(source: Any, target: Any, *, images: bool = True, progress: Progr
         metas = []
 
         def arrays() -> Iterator[tuple[str, np.ndarray]]:
+            """(member name, array) for every episode in order, collecting the metadata on the way."""
             for position in range(len(kdb)):
                 episode = kdb.read_episode(position)
                 prefix = f"episode_{episode.meta.episode_id}"

@@ -37,6 +37,7 @@ class _LazyFile:
 
     @property
     def file(self) -> KdbFile:
+        """This process's open file (opened on first use, again after a fork)."""
         if self._file is None or self._pid != os.getpid():
             self._file = open_file(self.path, on_bad_image=self.on_bad_image)
             self._pid = os.getpid()

@@ -338,6 +338,7 @@ class _Sink:
         self._out = out
 
     def write(self, data: Any) -> int:
+        """Write ``data`` through the stream writer (which tracks the position)."""
         return self._out.write(data)
 
 
