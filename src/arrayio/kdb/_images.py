@@ -24,12 +24,12 @@ except ImportError:  # optional: Pillow decodes JPEG too, only slower
 JPEG_MAGIC = b"\xff\xd8\xff"
 ENCODINGS = ("jpeg", "png")
 _PILLOW_MODES = {1: "L", 3: "RGB", 4: "RGBA"}
+_PILLOW_FORMATS = {"jpeg": "JPEG", "png": "PNG"}
 # Deflate cannot shrink data more than ~1032:1 and baseline JPEG far less, so a compressed image
 # claiming more pixels than this many times its stored size (and more than FLOOR) is refused
 # before a pixel buffer is allocated: a 200-byte file cannot make us allocate gigabytes.
 MAX_EXPANSION = 1100
 EXPANSION_FLOOR = 64 << 20
-_PILLOW_FORMATS = {"jpeg": "JPEG", "png": "PNG"}
 
 
 @dataclass(frozen=True)
@@ -65,8 +65,9 @@ class EncodedImage:
             raise ValueError(f"kdb: EncodedImage stated as {self.encoding} is not a readable image: {error}") from None
         if found != self.encoding:
             raise ValueError(f"kdb: EncodedImage stated as {self.encoding} holds {found or 'unknown'} data")
-        return EncodedImage(self.data, self.encoding, self.width or width, self.height or height,
-                            self.channels or channels)
+        return EncodedImage(self.data, self.encoding, width if self.width is None else self.width,
+                            height if self.height is None else self.height,
+                            channels if self.channels is None else self.channels)
 
 
 def encode(pixels: np.ndarray, encoding: str, quality: int) -> bytes:
@@ -77,7 +78,7 @@ def encode(pixels: np.ndarray, encoding: str, quality: int) -> bytes:
         return simplejpeg.encode_jpeg(np.ascontiguousarray(pixels), quality=quality, colorspace=colorspace)
     from PIL import Image
 
-    image = Image.fromarray(pixels[:, :, 0] if channels == 1 else pixels, _PILLOW_MODES[channels])
+    image = Image.fromarray(np.ascontiguousarray(pixels[:, :, 0] if channels == 1 else pixels))  # L, RGB or RGBA
     out = io.BytesIO()
     options = {"quality": quality} if encoding == "jpeg" else {"compress_level": 1}
     image.save(out, format=_PILLOW_FORMATS[encoding], **options)
