@@ -79,7 +79,7 @@ def test_round_trip(tmp_path, given_episodes, compress):
     assert kdb.validate(path) == []
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(episodes())
 def test_streaming_and_whole_episode_bytes_agree(tmp_path, given_episode):
     whole, streamed = tmp_path / "whole.kdb", tmp_path / "streamed.kdb"
