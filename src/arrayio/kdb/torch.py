@@ -52,7 +52,8 @@ class _LazyFile:
 
 def _image_tensor(pixels: np.ndarray, image_format: str) -> torch.Tensor:
     """(..., H, W, C) uint8 -> (..., C, H, W) tensor, float32 in [0, 1] or uint8 (one numpy pass)."""
-    channels_first = np.moveaxis(pixels, -1, -3)
+    leading = tuple(range(pixels.ndim - 3))
+    channels_first = pixels.transpose(*leading, pixels.ndim - 1, pixels.ndim - 3, pixels.ndim - 2)
     if image_format == "float":
         return torch.from_numpy(np.multiply(channels_first, np.float32(1 / 255), dtype=np.float32))
     return torch.from_numpy(np.ascontiguousarray(channels_first))
