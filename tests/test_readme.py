@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
-from conftest import REPO
+REPO = Path(__file__).resolve().parents[1]
 
 
 def test_readme_python_blocks_run(tmp_path, monkeypatch):
