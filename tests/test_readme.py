@@ -17,5 +17,5 @@ def test_readme_python_blocks_run(tmp_path, monkeypatch):
     for number, block in enumerate(blocks):
         exec(compile(block, f"README.md python block {number}", "exec"), namespace)
     arrayio = namespace["arrayio"]
-    for name in ("sample.kas", "sample.kast", "demos.kdb", "m.pycauset", "c.pycauset"):
+    for name in ("sample.kas", "sample.kast", "sample.blp", "demos.kdb", "m.pycauset", "c.pycauset"):
         assert arrayio.validate(name) == [], name
