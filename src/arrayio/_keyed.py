@@ -21,12 +21,12 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from ._binary import Source, is_path
-from .errors import ErrorKinds, UnsupportedError, offsets_from
+from .errors import ErrorKinds, FormatError, UnsupportedError, offsets_from
 
 __all__ = [
     "DTYPES", "ITEMSIZES", "ValueInfo", "KeyedIndex", "KeyedFormat", "Prepared", "Store",
     "dtype_code", "prepare", "decode_keys", "running_starts", "first_failure", "aligned",
-    "read_fixed", "load_store", "entry_rows", "value_lines", "sample_data",
+    "read_fixed", "load_store", "entry_rows", "value_lines", "lines_of", "write_sample", "sample_data",
 ]
 
 # Type code -> little-endian dtype; the code is the index (kastore's codes 0-9).
@@ -159,6 +159,11 @@ class Store(Mapping):
         self._open_source()
         position = self._positions[key]
         return self._starts[position], self._lengths[position] * DTYPES[self._types[position]].itemsize
+
+    @property
+    def layout_name(self) -> str:
+        """The name of the byte layout behind this store ("kastore", "kast")."""
+        return self._layout.name
 
     @property
     def source(self) -> Source:
@@ -391,6 +396,23 @@ def value_lines(store: Store, key: str) -> Iterator[str]:
     """The values of one key, one per line."""
     for value in store[key].tolist():
         yield str(value)
+
+
+def lines_of(load: Callable[[Any], Store], path: Any, key: str) -> Iterator[str]:
+    """The values of ``key`` in the store at ``path``, one per line (read before the store closes)."""
+    with load(path) as store:
+        lines = list(value_lines(store, key))
+    return iter(lines)
+
+
+def write_sample(dump: Callable[[Any, Any], None], load: Callable[[Any], Store], path: Any) -> Any:
+    """Write the sample mapping with ``dump``, read it back with ``load`` and check every array."""
+    data = sample_data()
+    dump(data, path)
+    with load(path) as store:
+        if set(store) != set(data) or not all(np.array_equal(store[key], data[key]) for key in data):
+            raise FormatError(f"{store.layout_name} demo: the store read back differs from what was written")
+    return path
 
 
 def sample_data() -> dict[str, np.ndarray]:

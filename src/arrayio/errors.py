@@ -174,3 +174,13 @@ class ErrorKinds:
         """A version error: too new when ``newer`` else too old."""
         cls = self.too_new if newer else self.too_old
         return cls(format=self.format, field=field, offset=offset, expected=supported, found=found)
+
+    def check_magic(self, field: str, offset: int, expected: bytes, found: bytes) -> None:
+        """Raise unless the magic bytes ``found`` are ``expected``."""
+        if found != expected:
+            raise self.invalid(field, offset, expected, found)
+
+    def check_version(self, field: str, offset: int, supported: int, found: int) -> None:
+        """Raise VersionTooOld/NewError unless ``found`` is the ``supported`` (major) version."""
+        if found != supported:
+            raise self.version(field, offset, supported, found, newer=found > supported)

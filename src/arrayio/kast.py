@@ -22,7 +22,7 @@ from . import errors as _errors
 from ._binary import U64_MAX, Record, Source, Writer, is_path, output_stream, read_exactly, round_up
 from ._keyed import (DTYPES, ITEMSIZES, KeyedFormat, KeyedIndex, Prepared, Store, ValueInfo, aligned,
                      decode_keys, entry_rows, first_failure, load_store, prepare, read_fixed, running_starts,
-                     sample_data, value_lines)
+                     lines_of, write_sample)
 from .errors import ArrayIOError, ErrorKinds, UnsupportedError
 
 __all__ = [
@@ -77,11 +77,9 @@ def _no_store() -> NoStoreError:
 
 def _check_header(header: Any) -> None:
     """The header fields that can be checked before the keys table is read."""
-    if header.magic != MAGIC:
-        raise ERRORS.invalid("header.magic", 0, MAGIC, header.magic)
-    if header.version_major != VERSION_MAJOR:
-        raise ERRORS.version("header.version_major", HEADER.offsets["version_major"], VERSION_MAJOR,
-                             header.version_major, newer=header.version_major > VERSION_MAJOR)
+    ERRORS.check_magic("header.magic", 0, MAGIC, header.magic)
+    ERRORS.check_version("header.version_major", HEADER.offsets["version_major"], VERSION_MAJOR,
+                         header.version_major)
     if header.flags != 0:
         raise ERRORS.invalid("header.flags", HEADER.offsets["flags"], "0 (version 1 defines no flag bits)",
                              f"{header.flags:#010x}")
@@ -408,17 +406,9 @@ def entries(path: Any) -> list[dict]:
 
 def cat(path: Any, name: str) -> Iterator[str]:
     """The values of one key, one per line."""
-    with load(path) as store:
-        lines = list(value_lines(store, name))
-    return iter(lines)
+    return lines_of(load, path, name)
 
 
 def demo(folder: Path) -> Path:
     """Write a sample KAST store of all ten dtypes, load it back and check every array."""
-    data = sample_data()
-    path = Path(folder) / "demo.kast"
-    dump(data, path)
-    with load(path) as store:
-        if set(store) != set(data) or not all(np.array_equal(store[key], data[key]) for key in data):
-            raise _errors.FormatError("kast demo: the store read back differs from what was written")
-    return path
+    return write_sample(dump, load, Path(folder) / "demo.kast")

@@ -20,7 +20,7 @@ from . import errors as _errors
 from ._binary import Record, Source, Writer, is_path, output_stream, read_exactly, round_up
 from ._keyed import (DTYPES, ITEMSIZES, KeyedFormat, KeyedIndex, Prepared, Store, ValueInfo, aligned,
                      decode_keys, entry_rows, first_failure, load_store, prepare, read_fixed, running_starts,
-                     sample_data, value_lines)
+                     lines_of, write_sample)
 from .errors import ArrayIOError, ErrorKinds, UnsupportedError
 
 __all__ = [
@@ -88,11 +88,9 @@ def _parse_index(source: Source, key_encoding: str) -> KeyedIndex:
     if source.size == 0:
         raise EOFError("End of file")
     header = HEADER.read(source, 0)
-    if header.magic != MAGIC:
-        raise ERRORS.invalid("header.magic", 0, MAGIC, header.magic)
-    if header.version_major != VERSION_MAJOR:
-        raise ERRORS.version("header.version_major", HEADER.offsets["version_major"], VERSION_MAJOR,
-                             header.version_major, newer=header.version_major > VERSION_MAJOR)
+    ERRORS.check_magic("header.magic", 0, MAGIC, header.magic)
+    ERRORS.check_version("header.version_major", HEADER.offsets["version_major"], VERSION_MAJOR,
+                         header.version_major)
     file_size = header.file_size
     count = header.num_items
     table_end = HEADER.size + ITEM.size * count
@@ -307,17 +305,9 @@ def entries(path: Any) -> list[dict]:
 
 def cat(path: Any, name: str) -> Iterator[str]:
     """The values of one key, one per line (as ``kastore dump`` prints them)."""
-    with load(path) as store:
-        lines = list(value_lines(store, name))
-    return iter(lines)
+    return lines_of(load, path, name)
 
 
 def demo(folder: Path) -> Path:
     """Write a sample store of all ten dtypes, load it back and check every array."""
-    data = sample_data()
-    path = Path(folder) / "demo.kas"
-    dump(data, path)
-    with load(path) as store:
-        if set(store) != set(data) or not all(np.array_equal(store[key], data[key]) for key in data):
-            raise FileFormatError("kastore demo: the store read back differs from what was written")
-    return path
+    return write_sample(dump, load, Path(folder) / "demo.kas")

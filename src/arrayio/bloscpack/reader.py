@@ -227,11 +227,8 @@ class BloscpackFile:
         def at(field: str) -> int:
             return HEADER.offset_of(field)
 
-        if header.magic != MAGIC:
-            raise ERRORS.invalid("header.magic", 0, MAGIC, header.magic)
-        if header.format_version != FORMAT_VERSION:
-            raise ERRORS.version("header.format_version", at("format_version"), FORMAT_VERSION,
-                                 header.format_version, newer=header.format_version > FORMAT_VERSION)
+        ERRORS.check_magic("header.magic", 0, MAGIC, header.magic)
+        ERRORS.check_version("header.format_version", at("format_version"), FORMAT_VERSION, header.format_version)
         if header.options & ~KNOWN_OPTIONS:
             raise ERRORS.invalid("header.options", at("options"), "only bits 0 (offsets) and 1 (metadata) set",
                                  f"0x{header.options:02x}")

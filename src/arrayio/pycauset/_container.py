@@ -110,11 +110,9 @@ def slot_crc(raw: Any) -> int:
 def check_preamble(source: Source) -> Any:
     """Read and check the 16-byte preamble and that the 4096-byte header is complete."""
     preamble = PREAMBLE.read(source, 0)
-    if preamble.magic != MAGIC:
-        raise ERRORS.invalid("preamble.magic", 0, MAGIC, preamble.magic)
-    if preamble.format_version != FORMAT_VERSION:
-        raise ERRORS.version("preamble.format_version", PREAMBLE.offsets["format_version"], FORMAT_VERSION,
-                             preamble.format_version, newer=preamble.format_version > FORMAT_VERSION)
+    ERRORS.check_magic("preamble.magic", 0, MAGIC, preamble.magic)
+    ERRORS.check_version("preamble.format_version", PREAMBLE.offsets["format_version"], FORMAT_VERSION,
+                         preamble.format_version)
     if preamble.endian != ENDIAN_LITTLE:
         raise ERRORS.invalid("preamble.endian", PREAMBLE.offsets["endian"], f"{ENDIAN_LITTLE} (little-endian)",
                              preamble.endian)
