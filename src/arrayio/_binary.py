@@ -102,6 +102,9 @@ class Record:
         self._struct = struct.Struct("".join(struct_codes))
         self.tuple_type = namedtuple(name.title().replace(" ", "").replace("-", ""), names)  # type: ignore[misc]
         self.dtype = np.dtype({"names": names, "formats": formats, "offsets": offsets, "itemsize": position})
+        # For hot loops over variable-length data: a plain tuple, no namedtuple, no bounds check
+        # (struct.error past the end; the caller explains it).
+        self.unpack_plain = self._struct.unpack_from
 
     def __repr__(self) -> str:
         return f"Record({self.name!r}, size={self.size})"
@@ -122,6 +125,10 @@ class Record:
                 value = b"" if self.dtype.fields[field][0].kind == "V" else 0
             ordered.append(value)
         return self._struct.pack(*ordered)
+
+    def field_unpacker(self, field: str) -> Any:
+        """A fast ``unpack_from(buffer, offset)`` of one scalar field, taking the record's offset."""
+        return struct.Struct("<" + self.dtype.fields[field][0].char).unpack_from
 
     def unpack(self, buffer: Any, offset: int = 0) -> Any:
         """Decode one record from ``buffer`` at ``offset`` (caller guarantees the length)."""

@@ -50,23 +50,10 @@ _SECTIONS = (("meta", "meta_offset", "meta_length"),
              ("images", "images_offset", "images_length"))
 
 
-def _scalar(record: Any, field: str) -> tuple[Any, int]:
-    """A fast ``unpack_from`` for one scalar field of ``record`` and its offset inside the record."""
-    return struct.Struct("<" + record.dtype.fields[field][0].char).unpack_from, record.offsets[field]
-
-
-def _unpacker(record: Any) -> Any:
-    """A fast ``unpack_from`` returning a plain tuple, for a record without reserved bytes."""
-    codes = "".join(record.dtype.fields[field][0].char for field in record.fields)
-    unpack = struct.Struct("<" + codes)
-    if unpack.size != record.size:
-        raise ValueError(f"{record.name}: has reserved bytes, needs its own unpacker")
-    return unpack.unpack_from
-
-
-_READ_U16, _ = _scalar(STRING_LENGTH, "length")
-_READ_DATA_LEN, _DATA_LEN_AT = _scalar(IMAGE_HEADER, "data_len")
-_READ_IMAGE_HEADER = _unpacker(IMAGE_HEADER)
+_READ_U16 = STRING_LENGTH.field_unpacker("length")
+_READ_DATA_LEN = IMAGE_HEADER.field_unpacker("data_len")
+_DATA_LEN_AT = IMAGE_HEADER.offsets["data_len"]
+_READ_IMAGE_HEADER = IMAGE_HEADER.unpack_plain
 
 
 class ImageRecord(NamedTuple):
