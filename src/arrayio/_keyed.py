@@ -11,6 +11,7 @@ object / pipe, and the rows the CLI prints. A format module supplies a
 from __future__ import annotations
 
 import io
+import itertools
 import os
 import stat
 from collections import namedtuple
@@ -108,11 +109,11 @@ class Store(Mapping):
         self.header = index.header
         self.file_size = index.size
         self._keys = index.keys
-        self._positions = {key: position for position, key in enumerate(index.keys)}
-        self._types = index.types
-        self._starts = index.starts
-        self._lengths = index.lengths
+        # key -> (dtype, element count, byte offset): everything a lookup needs, built once.
+        self._locations = dict(zip(index.keys, zip([DTYPES[code] for code in index.types], index.lengths,
+                                                   index.starts)))
         self._arrays: dict[str, np.ndarray] = {}
+        self._buffer = source.buffer
 
     def _open_source(self) -> Source:
         if self._source is None:
@@ -121,18 +122,16 @@ class Store(Mapping):
 
     def __getitem__(self, key: str) -> np.ndarray:
         array = self._arrays.get(key)
-        if array is None:
-            source = self._open_source()
-            position = self._positions[key]
-            dtype = DTYPES[self._types[position]]
-            buffer = source.buffer
-            if buffer is None:
-                array = source.array(self._starts[position], self._lengths[position], dtype,
-                                     f"array {key!r} (item {position})")
-            else:
-                # The parser checked every array range against the store, so no second check here.
-                array = np.frombuffer(buffer, dtype, self._lengths[position], self._starts[position])
-            self._arrays[key] = array
+        if array is not None:
+            return array
+        source = self._open_source()
+        dtype, count, offset = self._locations[key]
+        if self._buffer is None:
+            array = source.array(offset, count, dtype, f"array {key!r}")
+        else:
+            # The parser checked every array range against the store, so no second check here.
+            array = np.frombuffer(self._buffer, dtype, count, offset)
+        self._arrays[key] = array
         return array
 
     def __iter__(self) -> Iterator[str]:
@@ -145,20 +144,19 @@ class Store(Mapping):
 
     def __contains__(self, key: object) -> bool:
         self._open_source()
-        return key in self._positions
+        return key in self._locations
 
     def info(self, key: str) -> ValueInfo:
         """dtype, shape and size in bytes of ``key``'s array, without touching its data."""
         self._open_source()
-        position = self._positions[key]
-        dtype = DTYPES[self._types[position]]
-        return ValueInfo(dtype, (self._lengths[position],), self._lengths[position] * dtype.itemsize)
+        dtype, count, _offset = self._locations[key]
+        return ValueInfo(dtype, (count,), count * dtype.itemsize)
 
     def extent(self, key: str) -> tuple[int, int]:
         """Byte offset (from the store's start) and byte length of ``key``'s array."""
         self._open_source()
-        position = self._positions[key]
-        return self._starts[position], self._lengths[position] * DTYPES[self._types[position]].itemsize
+        dtype, count, offset = self._locations[key]
+        return offset, count * dtype.itemsize
 
     @property
     def layout_name(self) -> str:
@@ -175,6 +173,7 @@ class Store(Mapping):
         if self._source is not None:
             self._source.close()
             self._source = None
+            self._buffer = None
             self._arrays = {}
 
     @property
@@ -223,24 +222,31 @@ def first_failure(checks: list[tuple[np.ndarray, Callable[[int], Exception]]]) -
 
 def decode_keys(area: bytes, lengths: list[int], area_offset: int, key_encoding: str, errors: ErrorKinds,
                 separator: int = 0) -> list[str]:
-    """Decode keys packed in ``area`` (each followed by ``separator`` extra bytes); unique, decodable."""
-    keys = []
+    """Decode keys packed in ``area`` (each followed by ``separator`` extra bytes); unique, decodable.
+
+    The common case runs as two comprehensions; only a failure walks the keys
+    one by one, to name the first bad item and its byte offset.
+    """
+    starts = list(itertools.accumulate((length + separator for length in lengths), initial=0))
+    try:
+        keys = [area[start:start + length].decode(key_encoding) for start, length in zip(starts, lengths)]
+    except UnicodeDecodeError:
+        keys = None
+    if keys is not None and len(set(keys)) == len(keys):
+        return keys
     seen: dict[str, int] = {}
-    position = 0
-    for index, length in enumerate(lengths):
-        raw = area[position:position + length]
+    for index, (start, length) in enumerate(zip(starts, lengths)):
+        raw = area[start:start + length]
         try:
             key = raw.decode(key_encoding)
         except UnicodeDecodeError as error:
-            raise errors.invalid(f"item {index} key", area_offset + position + error.start,
+            raise errors.invalid(f"item {index} key", area_offset + start + error.start,
                                  f"a {key_encoding} key", raw) from None
         if key in seen:
-            raise errors.invalid(f"item {index} key", area_offset + position, "unique keys",
+            raise errors.invalid(f"item {index} key", area_offset + start, "unique keys",
                                  f"{key!r}, already the key of item {seen[key]}")
         seen[key] = index
-        keys.append(key)
-        position += length + separator
-    return keys
+    return list(seen)
 
 
 # --------------------------------------------------------------------------- loading from anything
