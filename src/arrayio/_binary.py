@@ -485,13 +485,15 @@ def read_exactly(stream: Any, length: int, errors: ErrorKinds, what: str, offset
     """
     remaining = _remaining_in_file(stream)
     first = min(length, remaining) if remaining is not None else min(length, 1 << 20)
-    buffer = bytearray(len(prefix) + first)
-    buffer[:len(prefix)] = prefix
+    # np.empty, not bytearray: the bytes are about to be overwritten, so zero-filling
+    # a gigabyte first would cost a third of the read.
+    buffer = np.empty(len(prefix) + first, dtype=np.uint8)
+    buffer[:len(prefix)] = np.frombuffer(prefix, dtype=np.uint8)
     filled = len(prefix)
     wanted = len(prefix) + length
     while filled < wanted:
         if filled == len(buffer):
-            grown = bytearray(min(wanted, 2 * len(buffer)))
+            grown = np.empty(min(wanted, 2 * len(buffer)), dtype=np.uint8)
             grown[:filled] = buffer
             buffer = grown
         with memoryview(buffer) as whole:

@@ -36,6 +36,7 @@ ITEMSIZES = np.array([dtype.itemsize for dtype in DTYPES], dtype=np.uint64)
 _CODE_OF = {(dtype.kind, dtype.itemsize): code for code, dtype in enumerate(DTYPES)}
 
 ValueInfo = namedtuple("ValueInfo", ["dtype", "shape", "size"])
+_frombuffer = np.frombuffer
 
 
 def dtype_code(dtype: np.dtype) -> int | None:
@@ -122,16 +123,17 @@ class Store(Mapping):
 
     def __getitem__(self, key: str) -> np.ndarray:
         array = self._arrays.get(key)
-        if array is not None:
-            return array
-        source = self._open_source()
-        dtype, count, offset = self._locations[key]
-        if self._buffer is None:
-            array = source.array(offset, count, dtype, f"array {key!r}")
-        else:
-            # The parser checked every array range against the store, so no second check here.
-            array = np.frombuffer(self._buffer, dtype, count, offset)
-        self._arrays[key] = array
+        if array is None:
+            buffer = self._buffer
+            if buffer is None:  # closed, or a source read in ranges
+                source = self._open_source()
+                dtype, count, offset = self._locations[key]
+                array = source.array(offset, count, dtype, f"array {key!r}")
+            else:
+                dtype, count, offset = self._locations[key]
+                # The parser checked every array range against the store, so no second check here.
+                array = _frombuffer(buffer, dtype, count, offset)
+            self._arrays[key] = array
         return array
 
     def __iter__(self) -> Iterator[str]:
