@@ -50,13 +50,18 @@ _JSON_MAGIC = b"JSON".ljust(8, b"\0")
 _BLOSC_ERRORS = (blosc.blosc_extension.error, ValueError, TypeError, OverflowError)
 
 
+# Pages are released in runs of at least this many bytes: one madvise per 1 MiB chunk cost
+# about 15 % of a compressible unpack, while 32 MiB still bounds the extra resident memory.
+RELEASE_STEP = 32 << 20
+
+
 def progressive_release(source: Source) -> Callable[[int], None]:
     """A function ``done(position)`` that lets the kernel drop the mapped pages of ``source``
     before ``position``, each page once, for one pass front to back through a large map."""
     released = [0]
 
     def done(position: int) -> None:
-        if position > released[0]:
+        if position - released[0] >= RELEASE_STEP:
             release_pages(source, released[0], position - released[0])
             released[0] = position - position % mmap.PAGESIZE
 
