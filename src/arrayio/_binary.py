@@ -451,6 +451,8 @@ def output_stream(target: Any) -> Iterator[BinaryIO]:
             with atomic_write(path) as stream:
                 yield stream
     elif isinstance(target, int) and not isinstance(target, bool):
+        if target < 0:
+            raise ValueError(f"invalid file descriptor {target}")
         with os.fdopen(target, "wb", closefd=False, buffering=0) as stream:
             yield stream
     elif hasattr(target, "write"):

@@ -19,7 +19,7 @@ from typing import Any, BinaryIO, Iterator
 import numpy as np
 
 from . import errors as _errors
-from ._binary import U64_MAX, Record, Source, Writer, is_path, output_stream, read_exactly, round_up
+from ._binary import U64_MAX, Record, Source, Writer, output_stream, read_exactly, round_up
 from ._keyed import (DTYPES, ITEMSIZES, KeyedFormat, KeyedIndex, Prepared, Store, ValueInfo, aligned,
                      decode_keys, entry_rows, first_failure, load_store, prepare, read_fixed, running_starts,
                      lines_of, write_sample)
@@ -306,9 +306,7 @@ def dump(data: Mapping, file: Any, key_encoding: str = DEFAULT_KEY_ENCODING, eng
     """Write ``data`` (str -> 1-D array) as KAST to a path (atomically), fd or binary file object."""
     prepared = prepare(data, key_encoding, FORMAT_NAME)
     layout = _layout(prepared)
-    if isinstance(file, int) and not isinstance(file, bool) and file < 0:
-        raise ValueError(f"kast: invalid file descriptor {file}")
-    with output_stream(os.fsdecode(file) if is_path(file) else file) as stream:
+    with output_stream(file) as stream:
         _write(stream, prepared, layout)
 
 

@@ -9,7 +9,6 @@ offset. The byte layout and every decision are in docs/formats/kastore.md.
 from __future__ import annotations
 
 import io
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator
@@ -17,7 +16,7 @@ from typing import Any, BinaryIO, Iterator
 import numpy as np
 
 from . import errors as _errors
-from ._binary import Record, Source, Writer, is_path, output_stream, read_exactly, round_up
+from ._binary import Record, Source, Writer, output_stream, read_exactly, round_up
 from ._keyed import (DTYPES, ITEMSIZES, KeyedFormat, KeyedIndex, Prepared, Store, ValueInfo, aligned,
                      decode_keys, entry_rows, first_failure, load_store, prepare, read_fixed, running_starts,
                      lines_of, write_sample)
@@ -222,9 +221,7 @@ def loads(buffer: Any, read_all: bool = False, key_encoding: str = DEFAULT_KEY_E
 def dump(data: Mapping, file: Any, key_encoding: str = DEFAULT_KEY_ENCODING, engine: Any = None) -> None:
     """Write ``data`` (str -> 1-D array) to a path (atomically), fd or binary file object."""
     prepared = prepare(data, key_encoding, FORMAT_NAME)
-    if isinstance(file, int) and not isinstance(file, bool) and file < 0:
-        raise ValueError(f"kastore: invalid file descriptor {file}")
-    with output_stream(os.fsdecode(file) if is_path(file) else file) as stream:
+    with output_stream(file) as stream:
         _write(stream, prepared)
 
 
