@@ -9,6 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# CI shares two cores with whatever else runs: slow example generation is not a failure.
+settings.register_profile("arrayio", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("arrayio")
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
