@@ -76,7 +76,7 @@ class Record:
         self.offsets: dict[str, int] = {}
         self.widths: dict[str, int] = {}
         position = 0
-        for index, (field, code) in enumerate(fields):
+        for field, code in fields:
             if code in _SCALARS:
                 struct_code, dtype_code = _SCALARS[code]
                 width = np.dtype(dtype_code).itemsize

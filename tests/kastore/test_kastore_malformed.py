@@ -455,7 +455,7 @@ def test_fuzz_second_store_errors_have_file_offsets(tmp_path):
 
     openers = [lambda: io.BytesIO(path.read_bytes()), lambda: open(path, "rb"),
                lambda: os.open(path, os.O_RDONLY)]
-    for round_ in range(200):
+    for _ in range(200):
         raw = _mutations(rng, BASE)
         data = first + raw
         path.write_bytes(data)
