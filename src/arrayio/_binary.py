@@ -30,6 +30,7 @@ __all__ = [
     "output_stream",
     "is_path",
     "fsync_dir",
+    "write_at",
     "round_up",
     "read_exactly",
     "U64_MAX",
@@ -383,6 +384,18 @@ class Writer:
         self.stream.seek(self._origin + position)
         self.stream.write(data)
         self.stream.seek(self._origin + self.position)
+
+
+def write_at(fd: int, offset: int, data: Any, sync: bool = True) -> None:
+    """Write all of ``data`` at ``offset`` of the file behind ``fd`` (pwrite: the fd's position
+    stays), then fsync unless ``sync`` is false. The step of an in-place crash-safe update."""
+    view = memoryview(data).cast("B")
+    while view:
+        written = os.pwrite(fd, view, offset)
+        view = view[written:]
+        offset += written
+    if sync:
+        os.fsync(fd)
 
 
 def fsync_dir(folder: PathLike) -> None:

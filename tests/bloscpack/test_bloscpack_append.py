@@ -109,13 +109,13 @@ def test_append_with_other_blosc_args(tmp_path):
 def test_append_writes_chunks_then_offsets_then_header(sixteen, monkeypatch):
     source, packed = sixteen
     steps = []
-    durable = writer_module._durable_write
+    durable = writer_module.write_at
 
-    def record(handle, position, data):
+    def record(fd, position, data, sync=True):
         steps.append(position)
-        durable(handle, position, data)
+        durable(fd, position, data, sync)
 
-    monkeypatch.setattr(writer_module, "_durable_write", record)
+    monkeypatch.setattr(writer_module, "write_at", record)
     bp.append(packed, source)
     with bp.open(str(packed)) as reader:
         last_before = int(reader.positions[15])

@@ -19,7 +19,7 @@ from typing import Any, BinaryIO, Callable
 import blosc
 import numpy as np
 
-from .._binary import Source, Writer, atomic_write
+from .._binary import Source, Writer, atomic_write, write_at
 from ..errors import UnsupportedError
 from ._format import (
     FORMAT_VERSION,
@@ -227,13 +227,6 @@ def to_path(path: Any, write: Callable[[BinaryIO], None]) -> None:
         write(stream)
 
 
-def _durable_write(handle: BinaryIO, position: int, data: bytes) -> None:
-    handle.seek(position)
-    handle.write(data)
-    handle.flush()
-    os.fsync(handle.fileno())
-
-
 def append_file(orig_file: Any, new_data: np.ndarray, blosc_args: Any = None,
                 progress: Progress | None = None) -> int:
     """Append the bytes of ``new_data`` to the bloscpack file ``orig_file`` in place; returns new chunk count.
@@ -285,13 +278,13 @@ def append_file(orig_file: Any, new_data: np.ndarray, blosc_args: Any = None,
         end = writer.position
         handle.flush()
         os.fsync(handle.fileno())
-        _durable_write(handle, last_position, rewritten)
+        write_at(handle.fileno(), last_position, rewritten)
         if count:
-            _durable_write(handle, table + (last + 1) * OFFSET_SIZE, np.asarray(positions, "<i8").tobytes())
+            write_at(handle.fileno(), table + (last + 1) * OFFSET_SIZE, np.asarray(positions, "<i8"))
         new_header = HEADER.pack(**{**header._asdict(), "nchunks": header.nchunks + count,
                                     "last_chunk": last_chunk if count else len(merged),
                                     "max_app_chunks": header.max_app_chunks - count})
-        _durable_write(handle, 0, new_header)
+        write_at(handle.fileno(), 0, new_header)
         handle.truncate(end)
         handle.flush()
         os.fsync(handle.fileno())
@@ -319,5 +312,5 @@ def rewrite_metadata(path: Any, metadata: Any, checksum: str | None = None, code
     args = MetadataArgs(meta_checksum=new_checksum.name, meta_codec=codec, meta_level=level)
     meta_header, stored, padding, digest = metadata_section(metadata, args, max_meta_size=old.max_meta_size)
     with open(path, "r+b") as handle:
-        _durable_write(handle, offset + METADATA_HEADER.size, stored + bytes(padding) + digest)
-        _durable_write(handle, offset, meta_header)
+        write_at(handle.fileno(), offset + METADATA_HEADER.size, stored + bytes(padding) + digest)
+        write_at(handle.fileno(), offset, meta_header)

@@ -25,7 +25,7 @@ try:
 except ImportError:  # not POSIX: concurrent updaters are not serialised there
     fcntl = None
 
-from .._binary import Record, Source, Writer, output_stream, round_up
+from .._binary import Record, Source, Writer, output_stream, round_up, write_at
 from ..errors import UnsupportedError
 from ._codec import decode_metadata, encode_metadata
 from ._errors import ERRORS
@@ -510,14 +510,6 @@ def _merge(current: Mapping[str, Any], changes: Mapping[str, Any], path: str = "
     return merged
 
 
-def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.pwrite(fd, view, offset)
-        view = view[written:]
-        offset += written
-
-
 def update_metadata(path: Any, changes: Mapping[str, Any]) -> int:
     """Merge ``changes`` into the metadata (None deletes a key) crash-safely; returns the new generation.
 
@@ -543,15 +535,13 @@ def update_metadata(path: Any, changes: Mapping[str, Any]) -> int:
             raise UnsupportedError("pycauset: the generation counter is exhausted (2**64 - 1)")
         block = pack_block(_merge(current, changes))
         block_offset = round_up(file_size, METADATA_ALIGN)
-        _pwrite_all(fd, bytes(block_offset - file_size) + block, file_size)
         # Barrier 1: the block must be durable before any slot points at it.
-        os.fsync(fd)
+        write_at(fd, file_size, bytes(block_offset - file_size) + block)
         inactive = "B" if active.name == "A" else "A"
         slot = pack_slot(active.generation + 1, int(active.fields.payload_offset),
                          int(active.fields.payload_length), block_offset, len(block))
-        _pwrite_all(fd, slot, SLOT_OFFSETS[inactive])
         # Barrier 2: the commit is durable when we return.
-        os.fsync(fd)
+        write_at(fd, SLOT_OFFSETS[inactive], slot)
         return active.generation + 1
     finally:
         os.close(fd)
