@@ -50,6 +50,11 @@ def _fail(message: str, code: int = 1) -> None:
     sys.exit(code)
 
 
+def os_error_text(error: OSError) -> str:
+    """One line for an OS error: "path: reason" (the reason alone when no path is known)."""
+    return f"{getattr(error, 'filename', '') or ''}: {error.strerror or error}".lstrip(": ")
+
+
 def _emit_json(value: Any) -> None:
     click.echo(json.dumps(value, indent=2, default=str, ensure_ascii=False))
 
@@ -82,7 +87,7 @@ def _guard(action: Any) -> Any:
     except ArrayIOError as error:
         _fail(str(error))
     except OSError as error:
-        _fail(f"{getattr(error, 'filename', '') or ''}: {error.strerror or error}".lstrip(": "))
+        _fail(os_error_text(error))
     except KeyError as error:
         _fail(f"no such entry: {error.args[0]!r}")
 

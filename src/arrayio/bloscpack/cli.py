@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterator
 import blosc
 import click
 
+from ..cli import os_error_text
 from ..errors import ArrayIOError
 from . import (
     CHECKSUM_NAMES,
@@ -57,7 +58,7 @@ def _clean_errors() -> Iterator[None]:
     except (ArrayIOError, ValueError, TypeError) as error:
         _fail(str(error))
     except OSError as error:
-        _fail(f"{getattr(error, 'filename', '') or ''}: {error.strerror or error}".lstrip(": "))
+        _fail(os_error_text(error))
 
 
 @contextlib.contextmanager
