@@ -27,7 +27,8 @@ from .errors import ErrorKinds, FormatError, UnsupportedError, offsets_from
 __all__ = [
     "DTYPES", "ITEMSIZES", "ValueInfo", "KeyedIndex", "KeyedFormat", "Prepared", "Store",
     "dtype_code", "prepare", "decode_keys", "running_starts", "first_failure", "aligned",
-    "read_fixed", "load_store", "entry_rows", "value_lines", "lines_of", "write_sample", "sample_data",
+    "read_fixed", "load_store", "load_buffer", "entry_rows", "value_lines", "lines_of", "write_sample",
+    "padding_problems", "sample_data",
 ]
 
 # Type code -> little-endian dtype; the code is the index (kastore's codes 0-9).
@@ -343,6 +344,11 @@ def load_store(layout: KeyedFormat, file: Any, read_all: bool, key_encoding: str
     return _from_stream(layout, file, key_encoding)
 
 
+def load_buffer(layout: KeyedFormat, buffer: Any, key_encoding: str) -> Store:
+    """The first store in a bytes-like buffer; arrays are views of the caller's buffer."""
+    return Store(Source(memoryview(buffer), layout.errors), layout, key_encoding)
+
+
 # --------------------------------------------------------------------------- writing
 
 def prepare(data: Any, key_encoding: str, format_name: str) -> Prepared:
@@ -383,7 +389,8 @@ def prepare(data: Any, key_encoding: str, format_name: str) -> Prepared:
     arrays = [arrays[index] for index in order]
     for left, right in zip(keys, keys[1:]):
         if left == right:
-            raise ValueError(f"{format_name}: duplicate key {left.decode(key_encoding)!r} after {key_encoding} encoding")
+            raise ValueError(f"{format_name}: duplicate key {left.decode(key_encoding)!r} "
+                             f"after {key_encoding} encoding")
     return Prepared(keys, np.array(codes, dtype=np.uint8)[order],
                     np.fromiter((array.size for array in arrays), dtype=np.uint64, count=len(arrays)), arrays)
 
@@ -404,6 +411,20 @@ def value_lines(store: Store, key: str) -> Iterator[str]:
     """The values of one key, one per line."""
     for value in store[key].tolist():
         yield str(value)
+
+
+def padding_problems(store: Store, keys_end: int) -> list[str]:
+    """Non-zero bytes in the alignment gaps before each array (keys_end: where the first gap starts)."""
+    problems = []
+    source = store.source
+    previous_end = keys_end
+    for index, key in enumerate(store):
+        start, length = store.extent(key)
+        if any(bytes(source.view(previous_end, start - previous_end, f"padding before item {index}'s array"))):
+            problems.append(f"{store.layout_name}: padding before item {index}'s array at byte {previous_end}: "
+                            "expected zero bytes")
+        previous_end = start + length
+    return problems
 
 
 def lines_of(load: Callable[[Any], Store], path: Any, key: str) -> Iterator[str]:

@@ -121,5 +121,6 @@ def module_of_file(target: Any) -> ModuleType:
     name = detect(target)
     if name is None:
         shown = os.fsdecode(target) if isinstance(target, (str, bytes, os.PathLike)) else "data"
-        raise FormatError(f"{shown}: not a file of any known format (magic bytes {_head(target)[:8].hex(' ') or 'none'})")
+        magic = _head(target)[:8].hex(" ") or "none"
+        raise FormatError(f"{shown}: not a file of any known format (magic bytes {magic})")
     return module_for(name)

@@ -20,9 +20,27 @@ import numpy as np
 
 from . import errors as _errors
 from ._binary import U64_MAX, Record, Source, Writer, output_stream, read_exactly, round_up
-from ._keyed import (DTYPES, ITEMSIZES, KeyedFormat, KeyedIndex, Prepared, Store, ValueInfo, aligned,
-                     decode_keys, entry_rows, first_failure, load_store, prepare, read_fixed, running_starts,
-                     lines_of, write_sample)
+from ._keyed import (
+    DTYPES,
+    ITEMSIZES,
+    KeyedFormat,
+    KeyedIndex,
+    Prepared,
+    Store,
+    ValueInfo,
+    aligned,
+    decode_keys,
+    entry_rows,
+    first_failure,
+    lines_of,
+    load_buffer,
+    load_store,
+    padding_problems,
+    prepare,
+    read_fixed,
+    running_starts,
+    write_sample,
+)
 from .errors import ArrayIOError, ErrorKinds, UnsupportedError
 
 __all__ = [
@@ -299,7 +317,7 @@ def load(file: Any, read_all: bool = False, key_encoding: str = DEFAULT_KEY_ENCO
 
 def loads(buffer: Any, read_all: bool = False, key_encoding: str = DEFAULT_KEY_ENCODING) -> Store:
     """Load the first KAST store in a bytes-like buffer; arrays are views of the buffer."""
-    return Store(Source(memoryview(buffer), ERRORS), LAYOUT, key_encoding)
+    return load_buffer(LAYOUT, buffer, key_encoding)
 
 
 def dump(data: Mapping, file: Any, key_encoding: str = DEFAULT_KEY_ENCODING, engine: Any = None) -> None:
@@ -343,13 +361,7 @@ def _layout_problems(store: Store) -> list[str]:
         if raw_keys[index - 1] >= raw_keys[index]:
             problems.append(f"kast: item {index} key at byte {key_offsets[index]}: expected keys sorted by their "
                             f"bytes, found {raw_keys[index]!r} after {raw_keys[index - 1]!r}")
-    previous_end = key_offsets[-1] + key_lengths[-1] + 1 if count else KEYS_TABLE_OFFSET
-    itemsizes = ITEMSIZES[entries["data_type"]].tolist()
-    for index, (start, length, itemsize) in enumerate(zip(entries["data_offset"].tolist(),
-                                                          entries["data_length"].tolist(), itemsizes)):
-        if any(bytes(source.view(previous_end, start - previous_end, f"padding before item {index}'s array"))):
-            problems.append(f"kast: padding before item {index}'s array at byte {previous_end}: expected zero bytes")
-        previous_end = start + length * itemsize
+    problems += padding_problems(store, key_offsets[-1] + key_lengths[-1] + 1 if count else KEYS_TABLE_OFFSET)
     return problems
 
 

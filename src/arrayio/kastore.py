@@ -17,9 +17,27 @@ import numpy as np
 
 from . import errors as _errors
 from ._binary import Record, Source, Writer, output_stream, read_exactly, round_up
-from ._keyed import (DTYPES, ITEMSIZES, KeyedFormat, KeyedIndex, Prepared, Store, ValueInfo, aligned,
-                     decode_keys, entry_rows, first_failure, load_store, prepare, read_fixed, running_starts,
-                     lines_of, write_sample)
+from ._keyed import (
+    DTYPES,
+    ITEMSIZES,
+    KeyedFormat,
+    KeyedIndex,
+    Prepared,
+    Store,
+    ValueInfo,
+    aligned,
+    decode_keys,
+    entry_rows,
+    first_failure,
+    lines_of,
+    load_buffer,
+    load_store,
+    padding_problems,
+    prepare,
+    read_fixed,
+    running_starts,
+    write_sample,
+)
 from .errors import ArrayIOError, ErrorKinds, UnsupportedError
 
 __all__ = [
@@ -215,7 +233,7 @@ def load(file: Any, read_all: bool = False, key_encoding: str = DEFAULT_KEY_ENCO
 
 def loads(buffer: Any, read_all: bool = False, key_encoding: str = DEFAULT_KEY_ENCODING) -> Store:
     """Load the first store in a bytes-like buffer; arrays are views of the buffer."""
-    return Store(Source(memoryview(buffer), ERRORS), LAYOUT, key_encoding)
+    return load_buffer(LAYOUT, buffer, key_encoding)
 
 
 def dump(data: Mapping, file: Any, key_encoding: str = DEFAULT_KEY_ENCODING, engine: Any = None) -> None:
@@ -260,13 +278,7 @@ def _problems_beyond_loading(path: Any) -> list[str]:
             if encoded[index - 1] > encoded[index]:
                 problems.append(f"kastore: item {index} key at byte {key_offsets[index]}: expected keys sorted "
                                 f"by UTF-8 bytes, found {keys[index]!r} after {keys[index - 1]!r}")
-        previous_end = key_offsets[-1] + len(encoded[-1]) if keys else HEADER.size
-        for index, key in enumerate(keys):
-            start, length = store.extent(key)
-            if any(bytes(source.view(previous_end, start - previous_end, f"padding before array {index}"))):
-                problems.append(f"kastore: padding before item {index}'s array at byte {previous_end}: "
-                                "expected zero bytes")
-            previous_end = start + length
+        problems += padding_problems(store, key_offsets[-1] + len(encoded[-1]) if keys else HEADER.size)
     return problems
 
 
