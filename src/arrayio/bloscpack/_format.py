@@ -119,7 +119,6 @@ CHECKSUMS = (
     Checksum(8, "sha512", 64, _hash("sha512")),
 )
 CHECKSUM_NAMES = tuple(checksum.name for checksum in CHECKSUMS)
-MAX_DIGEST_SIZE = max(checksum.size for checksum in CHECKSUMS)
 
 METADATA_CODECS = ("None", "zlib")
 METADATA_SERIALIZERS = (b"JSON",)
