@@ -71,7 +71,7 @@ def run_case(case: str, kind: str, size: int, folder: Path, repeat: int) -> dict
         # imported only for our cases: it turns on python-blosc's GIL release for the process
         sys.path.insert(0, str(ROOT / "src"))
         import arrayio.bloscpack as ours
-        from arrayio.bloscpack.writer import pack_ndarray
+        from arrayio.bloscpack._writer import pack_ndarray
 
     paths = {"ours": folder / f"{kind}.ours.blp", "reference": folder / f"{kind}.ref.blp",
              "np": folder / f"{kind}.npy"}

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import arrayio.bloscpack as bp
-from arrayio.bloscpack import writer as writer_module
-from arrayio.bloscpack._format import HEADER
+from arrayio.bloscpack import _writer as writer_module
+from arrayio.bloscpack._records import HEADER
 
 SIXTEEN_MB = np.linspace(0, 1, 2_000_000).tobytes()
 

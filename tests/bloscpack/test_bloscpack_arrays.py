@@ -13,7 +13,7 @@ from hypothesis.extra import numpy as hnp
 
 import arrayio
 import arrayio.bloscpack as bp
-from arrayio.bloscpack._format import HEADER
+from arrayio.bloscpack._records import HEADER
 
 NUMERIC = [np.dtype(code) for code in "bBhHiIlLqQefdgFD?"] + [np.dtype("M8[ns]"), np.dtype("m8[s]")]
 SHAPES = [(64,), (8, 8), (4, 16), (4, 4, 4)]
@@ -135,7 +135,7 @@ def test_metadata_is_compressed_only_when_it_helps():
 
 
 def test_metadata_json_is_compact():
-    section = bp.writer.metadata_section({"dtype": "float64", "shape": [1024], "others": []},
+    section = bp._writer.metadata_section({"dtype": "float64", "shape": [1024], "others": []},
                                          bp.MetadataArgs(meta_codec="None"))
     assert section[1] == b'{"dtype":"float64","shape":[1024],"others":[]}'
 

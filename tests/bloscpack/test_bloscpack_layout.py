@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import arrayio.bloscpack as bp
-from arrayio.bloscpack._format import (
+from arrayio.bloscpack._records import (
     BLOSC_HEADER,
     CHECKSUMS,
     HEADER,
@@ -19,7 +19,7 @@ from arrayio.bloscpack._format import (
     checksum_named,
     decode_blosc_flags,
 )
-from arrayio.bloscpack.args import calculate_nchunks, check_range, resolve_max_app_chunks
+from arrayio.bloscpack._args import calculate_nchunks, check_range, resolve_max_app_chunks
 
 EMPTY_140 = bytes.fromhex(
     "626c706b03010108" "00000000" "00000000" "0100000000000000" "0a00000000000000"

@@ -12,7 +12,7 @@ import pytest
 
 import arrayio
 import arrayio.bloscpack as bp
-from arrayio.bloscpack._format import HEADER, METADATA_HEADER
+from arrayio.bloscpack._records import HEADER, METADATA_HEADER
 
 ARRAY = np.arange(3000, dtype="<f8").reshape(300, 10)
 VALID = bp.pack_ndarray_to_bytes(ARRAY, chunk_size=8000)  # 3 chunks, metadata, offsets, adler32

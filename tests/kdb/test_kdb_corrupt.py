@@ -16,7 +16,7 @@ from kdb_cases import GOLDEN, write_sample
 
 from arrayio import kdb
 from arrayio.errors import FormatError, TruncatedError
-from arrayio.kdb._layout import HEADER, INDEX_ENTRY
+from arrayio.kdb._records import HEADER, INDEX_ENTRY
 
 CODES = {1: "<B", 2: "<H", 4: "<I", 8: "<Q"}
 

@@ -223,7 +223,7 @@ def test_failed_write_leaves_no_file_and_keeps_the_old_one(tmp_path):
 
 
 def test_streaming_memory_spills_to_disk(tmp_path, monkeypatch):
-    from arrayio.kdb import writer as writer_module
+    from arrayio.kdb import _writer as writer_module
 
     monkeypatch.setattr(writer_module, "SPOOL_BYTES", 1024)
     frames = gradient_frames(50, 16, 16)

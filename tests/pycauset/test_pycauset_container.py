@@ -18,15 +18,9 @@ from arrayio import (
     VersionError,
 )
 from arrayio import pycauset as ours
-from arrayio.pycauset._container import (
-    SLOT,
-    SLOT_OFFSETS,
-    identity_metadata,
-    pack_block,
-    pack_slot,
-    write_container,
-)
-from arrayio.pycauset._layouts import Layout
+from arrayio.pycauset._records import SLOT, SLOT_OFFSETS
+from arrayio.pycauset._writer import identity_metadata, pack_block, pack_slot, write_container
+from arrayio.pycauset._matrices import Layout
 
 DTYPES = ["float16", "float32", "float64", "complex64", "complex128", "int8", "int16", "int32", "int64",
           "uint8", "uint16", "uint32", "uint64", "bool"]

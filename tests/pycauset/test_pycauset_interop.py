@@ -9,7 +9,8 @@ import pytest
 
 from arrayio import UnsupportedError
 from arrayio import pycauset as ours
-from arrayio.pycauset._container import HEADER_BYTES, identity_metadata, write_container
+from arrayio.pycauset._records import HEADER_BYTES
+from arrayio.pycauset._writer import identity_metadata, write_container
 
 DENSE_DTYPES = ["float16", "float32", "float64", "complex64", "complex128", "int8", "int16", "int32", "int64",
                 "uint8", "uint16", "uint32", "uint64", "bool"]

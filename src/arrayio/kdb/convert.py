@@ -21,8 +21,8 @@ import numpy as np
 
 from .._binary import atomic_write
 from ._images import EncodedImage
-from .reader import open_file
-from .writer import Writer
+from ._reader import open_file
+from ._writer import Writer
 
 Progress = Callable[[int, int], None]
 # Frames read from an HDF5 demo per slice (bounds the memory of long image demos).

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from .._binary import atomic_write
-from .reader import KdbFile
+from ._reader import KdbFile
 
 # Beyond this many dimensions the curves stop being readable one by one; the legend is dropped.
 LEGEND_LIMIT = 10

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from .reader import KdbFile, open_file
+from ._reader import KdbFile, open_file
 
 __all__ = ["EpisodeDataset", "FrameDataset"]
 

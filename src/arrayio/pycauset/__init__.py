@@ -21,17 +21,8 @@ from ._codec import (
     decode_metadata,
     encode_metadata,
 )
-from ._container import (
-    Container,
-    SlotSummary,
-    load,
-    read_typed_metadata,
-    save,
-    summarize_container,
-    update_metadata,
-)
-from ._errors import ERRORS, FORMAT_NAME
-from ._layouts import (
+from ._errors import ERRORS
+from ._matrices import (
     UNPACK_LIMIT,
     PackedMatrix,
     antisymmetric,
@@ -41,6 +32,15 @@ from ._layouts import (
     triangular,
 )
 from ._protocol import cat, demo, entries, info, open, validate
+from ._reader import (
+    Container,
+    SlotSummary,
+    load,
+    read_typed_metadata,
+    summarize_container,
+)
+from ._records import FORMAT_NAME
+from ._writer import save, update_metadata
 
 __all__ = [
     "ERRORS",

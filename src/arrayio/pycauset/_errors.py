@@ -7,6 +7,6 @@ pycauset 0.6.1 raises plain ``ValueError`` for bad files; ``FormatError`` is a
 from __future__ import annotations
 
 from ..errors import ErrorKinds
+from ._records import FORMAT_NAME
 
-FORMAT_NAME = "pycauset"
 ERRORS = ErrorKinds(FORMAT_NAME)

@@ -10,20 +10,18 @@ import numpy as np
 
 from .._binary import Source
 from ..errors import ArrayIOError, FormatError
-from ._container import (
-    HEADER_BYTES,
-    SLOTS_END,
+from ._errors import ERRORS
+from ._matrices import check_payload_length, layout_from_metadata
+from ._reader import (
     Container,
     check_preamble,
     choose_active,
     load,
     read_block,
     read_slots,
-    save,
-    update_metadata,
 )
-from ._errors import ERRORS, FORMAT_NAME
-from ._layouts import check_payload_length, layout_from_metadata
+from ._records import FORMAT_NAME, HEADER_BYTES, SLOTS_END
+from ._writer import save, update_metadata
 
 
 def _jsonable(value: Any) -> Any:

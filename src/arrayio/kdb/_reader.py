@@ -20,9 +20,17 @@ import numpy as np
 
 from .._binary import Source
 from . import _images
-from ._layout import (
-    CAMERA_COUNT,
+from ._codec import EpisodeMeta, decode_meta, decode_utf8, step_dtype, step_size
+from ._errors import (
     ERRORS,
+    BadMagic,
+    EpisodeIdNotFound,
+    EpisodeNotFound,
+    ImageDecodeError,
+    InvalidUtf8,
+)
+from ._records import (
+    CAMERA_COUNT,
     FORMAT_NAME,
     HEADER,
     HEADER_SIZE,
@@ -32,16 +40,6 @@ from ._layout import (
     MAGIC,
     STRING_LENGTH,
     VERSION_MAJOR,
-    BadMagic,
-    EpisodeIdNotFound,
-    EpisodeMeta,
-    EpisodeNotFound,
-    ImageDecodeError,
-    InvalidUtf8,
-    decode_meta,
-    decode_utf8,
-    step_dtype,
-    step_size,
 )
 
 BAD_IMAGE_POLICIES = ("raise", "skip")

@@ -21,11 +21,12 @@ from typing import Any, Union
 
 import numpy as np
 
-from .._binary import Writer as StreamWriter
 from .._binary import U64_MAX, output_stream
+from .._binary import Writer as StreamWriter
 from . import _images
+from ._codec import check_f32, encode_meta, encode_utf8, step_dtype
 from ._images import EncodedImage
-from ._layout import (
+from ._records import (
     CAMERA_COUNT,
     HEADER,
     HEADER_SIZE,
@@ -40,10 +41,6 @@ from ._layout import (
     U32_MAX,
     VERSION_MAJOR,
     VERSION_MINOR,
-    check_f32,
-    encode_meta,
-    encode_utf8,
-    step_dtype,
 )
 
 ImageInput = Union[np.ndarray, EncodedImage]

@@ -1,13 +1,4 @@
-"""The bytes of a .kdb (KINO 0.1) file: constants, record tables, errors and
-the small variable-length codecs (metadata blob, per-frame step records).
-
-Layout (all little-endian, nothing aligned or padded)::
-
-    [64-byte header][ep 0 meta][ep 0 state/action][ep 0 images]...[N x 64-byte index]
-
-Every offset in the index is an absolute file offset. The exact rules and the
-points the original spec leaves open are in ``docs/formats/kdb.md``.
-"""
+"""The small variable-length codecs of kdb: the episode metadata blob, UTF-8 strings, step records."""
 
 from __future__ import annotations
 
@@ -18,111 +9,18 @@ from typing import Any
 
 import numpy as np
 
-from .._binary import Record
-from ..errors import (
-    ArrayIOError,
-    ErrorKinds,
-    FormatError,
-    TruncatedError,
-    VersionTooNewError,
+from ._errors import ERRORS, InvalidUtf8
+from ._records import (
+    FORMAT_NAME,
+    META_TAIL,
+    STEP_FIXED_BYTES,
+    STRING_LENGTH,
+    SUCCESS_FALSE,
+    SUCCESS_TRUE,
+    SUCCESS_UNKNOWN,
+    TOTAL_REWARD,
+    U16_MAX,
 )
-
-FORMAT_NAME = "kdb"
-MAGIC = b"KINO"
-VERSION_MAJOR = 0
-VERSION_MINOR = 1
-HEADER_SIZE = 64
-INDEX_ENTRY_SIZE = 64
-
-# Integer widths of the narrowed fields, which the writer range-checks instead of truncating.
-U16_MAX = 2**16 - 1
-U32_MAX = 2**32 - 1
-U8_MAX = 2**8 - 1
-
-# Stored per-image "format" byte: 0 raw pixels, anything else compressed (JPEG or PNG, told apart by magic).
-IMAGE_RAW = 0
-IMAGE_COMPRESSED = 1
-
-# metadata "success" byte
-SUCCESS_UNKNOWN, SUCCESS_FALSE, SUCCESS_TRUE = 0, 1, 2
-
-HEADER = Record("kdb header", [
-    ("magic", "4s"),
-    ("version_major", "<u2"),
-    ("version_minor", "<u2"),
-    ("num_episodes", "<u8"),
-    ("num_frames", "<u8"),
-    ("index_offset", "<u8"),
-    ("index_length", "<u8"),
-    ("created_timestamp", "<u8"),
-    ("reserved", "16s"),
-], size=HEADER_SIZE)
-
-INDEX_ENTRY = Record("kdb index entry", [
-    ("episode_id", "<u8"),
-    ("num_frames", "<u4"),
-    ("action_dim", "<u2"),
-    ("state_dim", "<u2"),
-    ("actions_offset", "<u8"),
-    ("actions_length", "<u8"),
-    ("images_offset", "<u8"),
-    ("images_length", "<u8"),
-    ("meta_offset", "<u8"),
-    ("meta_length", "<u8"),
-], size=INDEX_ENTRY_SIZE)
-
-# Pieces of the variable-length blobs.
-STRING_LENGTH = Record("kdb string length", [("length", "<u2")])
-META_TAIL = Record("kdb metadata tail", [("fps", "<f4"), ("success", "u1"), ("reward_present", "u1")])
-TOTAL_REWARD = Record("kdb metadata total_reward", [("total_reward", "<f4")])
-CAMERA_COUNT = Record("kdb frame camera count", [("num_cameras", "<u2")])
-IMAGE_HEADER = Record("kdb image header", [
-    ("width", "<u4"),
-    ("height", "<u4"),
-    ("channels", "u1"),
-    ("format", "u1"),
-    ("data_len", "<u4"),
-])
-
-STEP_FIXED_BYTES = 5  # f32 reward + u8 is_terminal after the state and action vectors
-
-
-class KinoError(FormatError):
-    """A malformed .kdb file (the reference's ``KinoError``)."""
-
-
-class BadMagic(KinoError):
-    """The file does not start with ``KINO``."""
-
-
-class UnexpectedEof(KinoError, TruncatedError):
-    """A header, index, blob or image runs past the end of its range (``TooShort``/``UnexpectedEof``)."""
-
-
-class UnsupportedVersion(KinoError, VersionTooNewError):
-    """The file's major version is newer than 0."""
-
-
-class InvalidUtf8(KinoError):
-    """A name in the metadata blob or an image record is not UTF-8."""
-
-
-class ImageDecodeError(KinoError):
-    """A stored image could not be decoded (or its raw size does not match its dimensions)."""
-
-
-class EpisodeNotFound(ArrayIOError, IndexError):
-    """An episode position outside ``0 .. len(file) - 1``."""
-
-
-class EpisodeIdNotFound(ArrayIOError, KeyError):
-    """No episode carries the requested episode id."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else ""
-
-
-ERRORS = ErrorKinds(FORMAT_NAME, format_error=KinoError, truncated=UnexpectedEof, too_new=UnsupportedVersion)
 
 
 @functools.lru_cache(maxsize=256)

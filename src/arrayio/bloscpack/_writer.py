@@ -21,7 +21,28 @@ import numpy as np
 
 from .._binary import Source, Writer, atomic_write, write_at
 from ..errors import UnsupportedError
-from ._format import (
+from ._args import (
+    DEFAULT_CHUNK_SIZE,
+    BloscArgs,
+    BloscpackArgs,
+    MetadataArgs,
+    calculate_nchunks,
+    resolve_max_app_chunks,
+)
+from ._errors import (
+    ERRORS,
+    ChecksumLengthMismatch,
+    ChunkSizeTypeSizeMismatch,
+    MetadataSectionTooSmall,
+    NoChangeInMetadata,
+    NoMetadataFound,
+    NonUniformTypesize,
+    NotEnoughSpace,
+    ObjectNumpyArrayRejection,
+    OffsetsRequired,
+)
+from ._reader import BloscpackFile, Progress, _as_uint8, _map_input, progressive_release
+from ._records import (
     FORMAT_VERSION,
     HEADER,
     MAGIC,
@@ -37,24 +58,7 @@ from ._format import (
     checksum_named,
 )
 from ._threads import ordered_map
-from .args import BloscArgs, BloscpackArgs, MetadataArgs, calculate_nchunks, resolve_max_app_chunks
-from .exceptions import (
-    ERRORS,
-    ChecksumLengthMismatch,
-    ChunkSizeTypeSizeMismatch,
-    MetadataSectionTooSmall,
-    NoChangeInMetadata,
-    NoMetadataFound,
-    NonUniformTypesize,
-    NotEnoughSpace,
-    ObjectNumpyArrayRejection,
-    OffsetsRequired,
-)
-from .reader import BloscpackFile, progressive_release
 
-__all__ = ["pack_buffer", "ndarray_payload", "metadata_section", "append_file", "rewrite_metadata"]
-
-Progress = Callable[[int], None]
 _MINUS_ONES = b"\xff" * (OFFSET_SIZE * 8192)
 
 
@@ -314,3 +318,60 @@ def rewrite_metadata(path: Any, metadata: Any, checksum: str | None = None, code
     with open(path, "r+b") as handle:
         write_at(handle.fileno(), offset + METADATA_HEADER.size, stored + bytes(padding) + digest)
         write_at(handle.fileno(), offset, meta_header)
+
+
+# -- the reference's pack functions -----------------------------------------------------------
+
+
+def pack_ndarray_to_file(ndarray: np.ndarray, filename: Any, chunk_size: int | str = DEFAULT_CHUNK_SIZE,
+                         blosc_args: Any = None, bloscpack_args: Any = None, metadata_args: Any = None) -> None:
+    """Write ``ndarray`` (any non-object dtype, any order) to a new file, atomically."""
+    to_path(filename, lambda stream: pack_ndarray(stream, ndarray, chunk_size, blosc_args,
+                                                  bloscpack_args, metadata_args))
+
+
+def pack_ndarray_to_bytes(ndarray: np.ndarray, chunk_size: int | str = DEFAULT_CHUNK_SIZE, blosc_args: Any = None,
+                          bloscpack_args: Any = None, metadata_args: Any = None) -> bytes:
+    """The bytes of a bloscpack file holding ``ndarray``."""
+    return to_bytes(lambda stream: pack_ndarray(stream, ndarray, chunk_size, blosc_args,
+                                                bloscpack_args, metadata_args))
+
+
+
+def pack_bytes_to_file(bytes_: Any, out_file: Any, chunk_size: int | str = DEFAULT_CHUNK_SIZE, metadata: Any = None,
+                       blosc_args: Any = None, bloscpack_args: Any = None, metadata_args: Any = None) -> None:
+    """Write a bytes-like object (with optional JSON ``metadata``) to a new file, atomically."""
+    data = _as_uint8(bytes_)
+    to_path(out_file, lambda stream: pack_buffer(stream, data, chunk_size, metadata, blosc_args,
+                                                 bloscpack_args, metadata_args))
+
+
+def pack_bytes_to_bytes(bytes_: Any, chunk_size: int | str = DEFAULT_CHUNK_SIZE, metadata: Any = None,
+                        blosc_args: Any = None, bloscpack_args: Any = None, metadata_args: Any = None) -> bytes:
+    """The bytes of a bloscpack file holding the bytes-like ``bytes_``."""
+    data = _as_uint8(bytes_)
+    return to_bytes(lambda stream: pack_buffer(stream, data, chunk_size, metadata, blosc_args,
+                                               bloscpack_args, metadata_args))
+
+
+def pack_file_to_file(in_file: Any, out_file: Any, chunk_size: int | str = DEFAULT_CHUNK_SIZE, metadata: Any = None,
+                      blosc_args: Any = None, bloscpack_args: Any = None, metadata_args: Any = None,
+                      progress: Progress | None = None) -> None:
+    """Compress the file ``in_file`` into a new bloscpack file ``out_file``."""
+    source, data = _map_input(in_file)
+    with source:
+        to_path(out_file, lambda stream: pack_buffer(stream, data, chunk_size, metadata, blosc_args,
+                                                     bloscpack_args, metadata_args, source=source,
+                                                     progress=progress))
+
+
+def append(orig_file: Any, new_file: Any, blosc_args: Any = None, progress: Progress | None = None) -> int:
+    """Append the contents of ``new_file`` to the bloscpack file ``orig_file`` in place; returns new chunks.
+
+    ``blosc_args`` is a dict (or BloscArgs) of typesize/clevel/shuffle/cname; missing or None
+    values mean the file's typesize and the defaults. An ndarray's shape metadata is left as it
+    was (as in bloscpack); use ``rewrite_metadata`` to update it.
+    """
+    source, data = _map_input(new_file)
+    with source:
+        return append_file(orig_file, data, blosc_args, progress)

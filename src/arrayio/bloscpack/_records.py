@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from .._binary import Record
-from .exceptions import NoSuchChecksum, NoSuchCodec
+from ._errors import NoSuchChecksum, NoSuchCodec
 
+FORMAT_NAME = "bloscpack"
 MAGIC = b"blpk"
 FORMAT_VERSION = 3
 EXTENSION = ".blp"

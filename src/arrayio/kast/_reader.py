@@ -1,92 +1,37 @@
-"""The KAST draft layout (``.kast``, magic ``KAST``, version 1.0): string keys -> 1-D numpy arrays.
-
-The same data model as kastore (the shared ``_keyed`` model: ten dtypes, the
-``Store`` mapping, zero-copy loading from paths, concatenated stores in
-streams) in the byte layout of the withdrawn first draft of the kastore
-documentation: a 40-byte header, a keys table of 32-byte entries, a keys area
-of NUL-terminated keys and 8-byte aligned arrays. Every byte and every point
-the draft left open is in docs/formats/kast.md.
-"""
+"""Reading KAST stores: header, keys table and arrays, every range checked."""
 
 from __future__ import annotations
 
-import io
-import os
-from collections.abc import Mapping
-from pathlib import Path
-from typing import Any, BinaryIO, Iterator
+from typing import Any
 
 import numpy as np
 
-from . import errors as _errors
-from ._binary import U64_MAX, Record, Source, Writer, output_stream, read_exactly, round_up
-from ._keyed import (
+from .._binary import U64_MAX, Source, read_exactly, round_up
+from .._keyed import (
     DTYPES,
     ITEMSIZES,
     KeyedFormat,
     KeyedIndex,
-    Prepared,
     Store,
-    ValueInfo,
     aligned,
     decode_keys,
-    entry_rows,
     first_failure,
-    lines_of,
     load_buffer,
     load_store,
-    padding_problems,
-    prepare,
     read_fixed,
-    running_starts,
-    write_sample,
 )
-from .errors import ArrayIOError, ErrorKinds, UnsupportedError
+from ._errors import ERRORS, NoStoreError, StoreClosedError
+from ._records import (
+    ALIGNMENT,
+    DEFAULT_KEY_ENCODING,
+    ENTRY,
+    FORMAT_NAME,
+    HEADER,
+    KEYS_TABLE_OFFSET,
+    MAGIC,
+    VERSION_MAJOR,
+)
 
-__all__ = [
-    "load", "loads", "dump", "dumps", "Store", "ValueInfo", "NoStoreError", "StoreClosedError",
-    "FORMAT_NAME", "open", "info", "validate", "entries", "cat", "demo",
-]
-
-FORMAT_NAME = "kast"
-MAGIC = b"KAST"
-VERSION_MAJOR = 1
-VERSION_MINOR = 0
-ALIGNMENT = 8
-DEFAULT_KEY_ENCODING = "utf-8"
-U32_MAX = 0xFFFFFFFF
-
-HEADER = Record("header", [
-    ("magic", "4s"), ("version_major", "<u2"), ("version_minor", "<u2"), ("flags", "<u4"),
-    ("num_keys", "<u4"), ("keys_table_offset", "<u8"), ("data_offset", "<u8"),
-    ("reserved", "4s"), ("padding", "4s"),
-], size=40)
-
-# One keys-table entry. Packed: key_offset sits at byte 4, so tables are read as unaligned structured views.
-ENTRY = Record("keys table entry", [
-    ("key_length", "<u4"), ("key_offset", "<u8"), ("data_type", "<u4"),
-    ("data_length", "<u8"), ("data_offset", "<u8"),
-], size=32)
-
-KEYS_TABLE_OFFSET = HEADER.size
-
-
-class NoStoreError(_errors.TruncatedError, EOFError):
-    """The data ends where a store should begin (0 bytes): the clean end of a stream of stores.
-
-    It is a FormatError for callers who treat empty input as malformed and an
-    EOFError for loops that read concatenated stores until the end.
-    """
-
-
-class StoreClosedError(ArrayIOError):
-    """The store was closed; its arrays can no longer be looked up."""
-
-
-ERRORS = ErrorKinds(FORMAT_NAME)
-
-
-# --------------------------------------------------------------------------- reader
 
 def _no_store() -> NoStoreError:
     return NoStoreError("kast: header at byte 0: expected a 40-byte header, the data is empty (no store)",
@@ -267,158 +212,14 @@ def _read_store_bytes(stream: Any) -> memoryview:
                         offset=len(table), prefix=bytes(table))
 
 
-LAYOUT = KeyedFormat(FORMAT_NAME, ERRORS, StoreClosedError, _parse_index, _read_store_bytes)
+KEYED = KeyedFormat(FORMAT_NAME, ERRORS, StoreClosedError, _parse_index, _read_store_bytes)
 
-
-# --------------------------------------------------------------------------- writer
-
-def _layout(prepared: list[Prepared]) -> tuple[bytes, np.ndarray, bytes]:
-    """Header bytes, keys table and keys area of ``prepared`` (checked for what KAST cannot hold)."""
-    count = len(prepared)
-    if count > U32_MAX:
-        raise UnsupportedError(f"kast: {count} keys do not fit the u32 num_keys field")
-    area = b"\x00".join(prepared.keys) + b"\x00" if count else b""
-    if area.count(0) != count:
-        culprit = next(key for key in prepared.keys if 0 in key)
-        raise UnsupportedError(f"kast: key {culprit!r} contains a NUL byte; KAST keys are NUL-terminated")
-    key_lengths = np.fromiter(map(len, prepared.keys), dtype=np.uint64, count=count)
-    if count and int(key_lengths.max()) > U32_MAX:
-        raise UnsupportedError(f"kast: a key of {int(key_lengths.max())} bytes does not fit the u32 key_length field")
-    table_end = KEYS_TABLE_OFFSET + ENTRY.size * count
-    data_offset = round_up(table_end + len(area), ALIGNMENT)
-    # Every start is a multiple of 8, so each array moves the next start on by its size rounded up to 8.
-    table = ENTRY.empty(count)
-    table["key_length"] = key_lengths
-    table["key_offset"] = running_starts(key_lengths + np.uint64(1), table_end)
-    table["data_type"] = prepared.codes
-    table["data_length"] = prepared.lengths
-    table["data_offset"] = running_starts(aligned(prepared.nbytes, ALIGNMENT), data_offset)
-    header = HEADER.pack(magic=MAGIC, version_major=VERSION_MAJOR, version_minor=VERSION_MINOR, flags=0,
-                         num_keys=count, keys_table_offset=KEYS_TABLE_OFFSET, data_offset=data_offset)
-    return header, table, area
-
-
-def _write(stream: BinaryIO, prepared: list[Prepared], layout: tuple[bytes, np.ndarray, bytes]) -> None:
-    header, table, area = layout
-    writer = Writer(stream)
-    writer.write(header)
-    writer.write(table)
-    writer.write(area)
-    writer.pad_to(ALIGNMENT)
-    writer.write_aligned_arrays(prepared.arrays, ALIGNMENT)
-
-
-# --------------------------------------------------------------------------- public API
 
 def load(file: Any, read_all: bool = False, key_encoding: str = DEFAULT_KEY_ENCODING, engine: Any = None) -> Store:
     """Load a KAST store from a path (zero-copy map), fd or binary file object (``engine`` is ignored)."""
-    return load_store(LAYOUT, file, read_all, key_encoding)
+    return load_store(KEYED, file, read_all, key_encoding)
 
 
 def loads(buffer: Any, read_all: bool = False, key_encoding: str = DEFAULT_KEY_ENCODING) -> Store:
     """Load the first KAST store in a bytes-like buffer; arrays are views of the buffer."""
-    return load_buffer(LAYOUT, buffer, key_encoding)
-
-
-def dump(data: Mapping, file: Any, key_encoding: str = DEFAULT_KEY_ENCODING, engine: Any = None) -> None:
-    """Write ``data`` (str -> 1-D array) as KAST to a path (atomically), fd or binary file object."""
-    prepared = prepare(data, key_encoding, FORMAT_NAME)
-    layout = _layout(prepared)
-    with output_stream(file) as stream:
-        _write(stream, prepared, layout)
-
-
-def dumps(data: Mapping, key_encoding: str = DEFAULT_KEY_ENCODING, engine: Any = None) -> bytes:
-    """The KAST bytes of ``data`` (str -> 1-D array)."""
-    prepared = prepare(data, key_encoding, FORMAT_NAME)
-    layout = _layout(prepared)
-    stream = io.BytesIO()
-    _write(stream, prepared, layout)
-    return stream.getvalue()
-
-
-# --------------------------------------------------------------------------- registry protocol
-
-def open(path: Any) -> Store:  # noqa: A001 - the registry protocol name
-    """Open a KAST file (zero-copy map)."""
-    return load(path)
-
-
-def _layout_problems(store: Store) -> list[str]:
-    """What loads but is not canonical: key order, non-zero reserved, header padding and padding bytes."""
-    problems = []
-    source = store.source
-    head = source.view(0, HEADER.size, "header")
-    for field in HEADER.nonzero_reserved(head):
-        problems.append(f"kast: header.{field} at byte {HEADER.offsets[field]}: expected zero bytes")
-    count = len(store)
-    entries = ENTRY.read_array(source, KEYS_TABLE_OFFSET, count)
-    key_offsets = entries["key_offset"].tolist()
-    key_lengths = entries["key_length"].tolist()
-    raw_keys = [bytes(source.view(offset, length, f"item {index} key"))
-                for index, (offset, length) in enumerate(zip(key_offsets, key_lengths))]
-    for index in range(1, count):
-        if raw_keys[index - 1] >= raw_keys[index]:
-            problems.append(f"kast: item {index} key at byte {key_offsets[index]}: expected keys sorted by their "
-                            f"bytes, found {raw_keys[index]!r} after {raw_keys[index - 1]!r}")
-    problems += padding_problems(store, key_offsets[-1] + key_lengths[-1] + 1 if count else KEYS_TABLE_OFFSET)
-    return problems
-
-
-def _store_problems(handle: BinaryIO, size: int) -> list[str]:
-    """Problems of every store in an open file: the first, then any concatenated after it."""
-    problems: list[str] = []
-    index = 0
-    while True:
-        start = handle.tell()
-        if index and start >= size:
-            return problems
-        where = "" if index == 0 else f"store {index} (concatenated after store {index - 1}, from byte {start} on"
-        try:
-            with load(handle) as store:
-                # Layout findings count offsets from the store's first byte; load errors are file offsets.
-                problems += [where + ("; its offsets count from there): " if index else "") + problem
-                             for problem in _layout_problems(store)]
-        except _errors.FormatError as error:
-            return problems + [where + ("): " if index else "") + str(error)]
-        index += 1
-
-
-def validate(path: Any) -> list[str]:
-    """Every problem of a KAST file: load errors, unsorted keys, non-zero reserved/padding, bad trailing bytes."""
-    with io.open(path, "rb") as handle:
-        return _store_problems(handle, os.fstat(handle.fileno()).st_size)
-
-
-def info(path: Any) -> dict:
-    """Header facts and one row per key."""
-    with load(path) as store:
-        rows = entry_rows(store)
-        total = sum(row["nbytes"] for row in rows)
-        file_size = os.path.getsize(path)
-        return {
-            "version": f"{store.header.version_major}.{store.header.version_minor}",
-            "num_keys": len(store),
-            "data_offset": store.header.data_offset,
-            "store_size": store.file_size,
-            "file_size": file_size,
-            "trailing_bytes": file_size - store.file_size,
-            "summary": f"{len(store)} keys, {total} bytes of array data",
-            "items": rows,
-        }
-
-
-def entries(path: Any) -> list[dict]:
-    """Rows for ``arrayio ls``: key, dtype, shape, size in bytes."""
-    with load(path) as store:
-        return entry_rows(store)
-
-
-def cat(path: Any, name: str) -> Iterator[str]:
-    """The values of one key, one per line."""
-    return lines_of(load, path, name)
-
-
-def demo(folder: Path) -> Path:
-    """Write a sample KAST store of all ten dtypes, load it back and check every array."""
-    return write_sample(dump, load, Path(folder) / "demo.kast")
+    return load_buffer(KEYED, buffer, key_encoding)

@@ -12,7 +12,8 @@ from typing import Any, Callable, Iterator, Union
 
 import blosc
 
-from ._format import (
+from ._errors import ChunkingException, NoSuchCodec, NoSuchSerializer
+from ._records import (
     MAX_BUFFERSIZE,
     MAX_CHUNKS,
     MAX_CLEVEL,
@@ -24,7 +25,6 @@ from ._format import (
     checksum_named,
     reverse_pretty,
 )
-from .exceptions import ChunkingException, NoSuchCodec, NoSuchSerializer
 
 __all__ = [
     "BloscArgs",

@@ -16,14 +16,20 @@ from typing import Any, Iterable
 
 import click
 
-from . import __version__
-from ._registry import FORMATS, available_formats, format_for_extension, module_for, module_of_file
-from .errors import ArrayIOError
+from .. import __version__
+from .._registry import (
+    FORMATS,
+    available_formats,
+    format_for_extension,
+    module_for,
+    module_of_file,
+)
+from ..errors import ArrayIOError
 
 # Per-format command groups, imported only when their verb is used.
 FORMAT_GROUPS = {
-    "blpk": ("arrayio.bloscpack.cli", "blpk", "bloscpack tools: compress, decompress, append, info"),
-    "kdb": ("arrayio.kdb.cli", "kdb", "kdb (KINO) tools: ingest, export, show"),
+    "blpk": ("arrayio.cli.bloscpack", "blpk", "bloscpack tools: compress, decompress, append, info"),
+    "kdb": ("arrayio.cli.kdb", "kdb", "kdb (KINO) tools: ingest, export, show"),
 }
 
 

@@ -9,8 +9,8 @@ from typing import Any
 import click
 
 from ..errors import ArrayIOError
-from . import convert
-from .reader import open_file
+from ..kdb import convert
+from ..kdb import open as open_file
 
 COMPRESS_CHOICES = click.Choice(["jpeg", "png", "none"])
 
@@ -134,7 +134,7 @@ def show(file: str, episode: int, png: str | None, frames: int, by_id: bool) -> 
                 kind = "compressed" if record.compressed else "raw"
                 click.echo(f"  camera {record.camera!r}: {record.width}x{record.height}x{record.channels} {kind}")
             if png:
-                from .plot import episode_png
+                from ..kdb.plot import episode_png
 
                 episode_png(kdb, position, png, frames=frames)
                 click.echo(f"  picture: {png}")

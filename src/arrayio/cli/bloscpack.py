@@ -17,9 +17,7 @@ from typing import Any, Callable, Iterator
 import blosc
 import click
 
-from ..cli import os_error_text
-from ..errors import ArrayIOError
-from . import (
+from ..bloscpack import (
     CHECKSUM_NAMES,
     EXTENSION,
     BloscArgs,
@@ -34,7 +32,9 @@ from . import (
     set_nthreads,
     unpack_file_from_file,
 )
-from ._format import MAX_BUFFERSIZE, SUFFIXES, reverse_pretty
+from ..bloscpack._records import MAX_BUFFERSIZE, SUFFIXES, reverse_pretty
+from ..errors import ArrayIOError
+from . import os_error_text
 
 PROGRESS_THRESHOLD = 64 * 2**20
 _VERBOSITY = {"level": 0}

@@ -13,14 +13,16 @@ import ast
 import json
 import math
 import mmap
+import os
 import zlib
 from typing import Any, Callable, Iterator
 
 import blosc
 import numpy as np
 
-from .._binary import Source, release_pages
-from ._format import (
+from .._binary import Source, atomic_write, release_pages
+from ._errors import ERRORS, NotANumpyArray
+from ._records import (
     BLOSC_FORMAT_VERSIONS,
     BLOSC_HEADER,
     BLOSC_OVERHEAD,
@@ -41,11 +43,11 @@ from ._format import (
     UNKNOWN,
     Checksum,
 )
-from ._threads import parallel_map
-from .exceptions import ERRORS, NotANumpyArray
+from ._threads import ordered_map, parallel_map
 
 __all__ = ["BloscpackFile", "MetadataSection", "open_file", "progressive_release", "require_numpy"]
 
+Progress = Callable[[int], None]
 _JSON_MAGIC = b"JSON".ljust(8, b"\0")
 _BLOSC_ERRORS = (blosc.blosc_extension.error, ValueError, TypeError, OverflowError)
 
@@ -585,3 +587,65 @@ def require_numpy(reader: BloscpackFile) -> None:
                              expected="'numpy' (a file written by pack_ndarray_*)",
                              found=repr(reader.metadata.get("container")) if isinstance(reader.metadata, dict)
                              else "no numpy metadata")
+
+
+# -- the reference's unpack functions ---------------------------------------------------------
+
+def _unpack_ndarray(target: Any) -> np.ndarray:
+    with open_file(target) as reader:
+        require_numpy(reader)
+        return reader.read()
+
+
+def unpack_ndarray_from_file(filename: Any) -> np.ndarray:
+    """Read the ndarray stored in ``filename`` (every checksum verified)."""
+    return _unpack_ndarray(os.fspath(filename))
+
+
+def unpack_ndarray_from_bytes(bytes_: Any) -> np.ndarray:
+    """Read the ndarray stored in the bloscpack bytes ``bytes_``."""
+    return _unpack_ndarray(memoryview(bytes_))
+
+
+
+def _as_uint8(bytes_: Any) -> np.ndarray:
+    view = memoryview(bytes_).cast("B")
+    return np.frombuffer(view, dtype=np.uint8) if len(view) else np.empty(0, np.uint8)
+
+
+
+def _unpack_bytes(target: Any) -> tuple[bytes, Any]:
+    with open_file(target) as reader:
+        out = bytearray(int(reader.starts[-1]))
+        reader._read_bytes(0, len(out), _as_uint8(out))
+        return bytes(out), reader.metadata
+
+
+def unpack_bytes_from_file(compressed_file: Any) -> tuple[bytes, Any]:
+    """(data, metadata) of a bloscpack file; metadata is None when the file has none."""
+    return _unpack_bytes(os.fspath(compressed_file))
+
+
+def unpack_bytes_from_bytes(bytes_: Any) -> tuple[bytes, Any]:
+    """(data, metadata) of bloscpack bytes."""
+    return _unpack_bytes(memoryview(bytes_))
+
+
+
+def _map_input(path: Any) -> tuple[Source, np.ndarray]:
+    source = Source.open(os.fspath(path), ERRORS)
+    return source, source.array(0, source.size, np.uint8, f"input file {os.fspath(path)}")
+
+
+
+def unpack_file_from_file(in_file: Any, out_file: Any, progress: Progress | None = None) -> Any:
+    """Decompress the bloscpack file ``in_file`` into ``out_file``; returns its metadata (or None)."""
+    with open_file(os.fspath(in_file)) as reader, atomic_write(out_file) as stream:
+        positions = reader.positions
+        release = progressive_release(reader.source)
+        for index, chunk in enumerate(ordered_map(reader.read_chunk, range(reader.nchunks), threads=reader.concurrent)):
+            stream.write(memoryview(chunk))
+            release(int(positions[index]))
+            if progress is not None:
+                progress(len(chunk))
+        return reader.metadata

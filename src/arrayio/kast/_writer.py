@@ -1,0 +1,84 @@
+"""Writing KAST stores: the one canonical layout of a mapping."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping
+from typing import Any, BinaryIO
+
+import numpy as np
+
+from .._binary import Writer, output_stream, round_up
+from .._keyed import (
+    Prepared,
+    aligned,
+    prepare,
+    running_starts,
+)
+from ..errors import UnsupportedError
+from ._records import (
+    ALIGNMENT,
+    DEFAULT_KEY_ENCODING,
+    ENTRY,
+    FORMAT_NAME,
+    HEADER,
+    KEYS_TABLE_OFFSET,
+    MAGIC,
+    U32_MAX,
+    VERSION_MAJOR,
+    VERSION_MINOR,
+)
+
+
+def _plan(prepared: list[Prepared]) -> tuple[bytes, np.ndarray, bytes]:
+    """Header bytes, keys table and keys area of ``prepared`` (checked for what KAST cannot hold)."""
+    count = len(prepared)
+    if count > U32_MAX:
+        raise UnsupportedError(f"kast: {count} keys do not fit the u32 num_keys field")
+    area = b"\x00".join(prepared.keys) + b"\x00" if count else b""
+    if area.count(0) != count:
+        culprit = next(key for key in prepared.keys if 0 in key)
+        raise UnsupportedError(f"kast: key {culprit!r} contains a NUL byte; KAST keys are NUL-terminated")
+    key_lengths = np.fromiter(map(len, prepared.keys), dtype=np.uint64, count=count)
+    if count and int(key_lengths.max()) > U32_MAX:
+        raise UnsupportedError(f"kast: a key of {int(key_lengths.max())} bytes does not fit the u32 key_length field")
+    table_end = KEYS_TABLE_OFFSET + ENTRY.size * count
+    data_offset = round_up(table_end + len(area), ALIGNMENT)
+    # Every start is a multiple of 8, so each array moves the next start on by its size rounded up to 8.
+    table = ENTRY.empty(count)
+    table["key_length"] = key_lengths
+    table["key_offset"] = running_starts(key_lengths + np.uint64(1), table_end)
+    table["data_type"] = prepared.codes
+    table["data_length"] = prepared.lengths
+    table["data_offset"] = running_starts(aligned(prepared.nbytes, ALIGNMENT), data_offset)
+    header = HEADER.pack(magic=MAGIC, version_major=VERSION_MAJOR, version_minor=VERSION_MINOR, flags=0,
+                         num_keys=count, keys_table_offset=KEYS_TABLE_OFFSET, data_offset=data_offset)
+    return header, table, area
+
+
+def _write(stream: BinaryIO, prepared: list[Prepared], layout: tuple[bytes, np.ndarray, bytes]) -> None:
+    header, table, area = layout
+    writer = Writer(stream)
+    writer.write(header)
+    writer.write(table)
+    writer.write(area)
+    writer.pad_to(ALIGNMENT)
+    writer.write_aligned_arrays(prepared.arrays, ALIGNMENT)
+
+
+
+def dump(data: Mapping, file: Any, key_encoding: str = DEFAULT_KEY_ENCODING, engine: Any = None) -> None:
+    """Write ``data`` (str -> 1-D array) as KAST to a path (atomically), fd or binary file object."""
+    prepared = prepare(data, key_encoding, FORMAT_NAME)
+    layout = _plan(prepared)
+    with output_stream(file) as stream:
+        _write(stream, prepared, layout)
+
+
+def dumps(data: Mapping, key_encoding: str = DEFAULT_KEY_ENCODING, engine: Any = None) -> bytes:
+    """The KAST bytes of ``data`` (str -> 1-D array)."""
+    prepared = prepare(data, key_encoding, FORMAT_NAME)
+    layout = _plan(prepared)
+    stream = io.BytesIO()
+    _write(stream, prepared, layout)
+    return stream.getvalue()

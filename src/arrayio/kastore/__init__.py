@@ -1,0 +1,30 @@
+"""kastore (file version 1.0): a store of string keys -> 1-D numpy arrays.
+
+API-compatible with PyPI ``kastore`` 0.3.6 (``import arrayio.kastore as
+kastore`` works), byte-identical output, zero-copy loading from paths, linear
+cost in the number of keys, and errors that name the field, item and byte
+offset. The byte layout and every decision are in docs/formats/kastore.md.
+"""
+
+
+from __future__ import annotations
+
+from .._keyed import Store, ValueInfo
+from ._errors import (
+    FileFormatError,
+    KastoreException,
+    StoreClosedError,
+    TruncatedFileError,
+    VersionTooNewError,
+    VersionTooOldError,
+)
+from ._protocol import cat, demo, entries, info, open, validate
+from ._reader import load, loads
+from ._records import FORMAT_NAME
+from ._writer import dump, dumps
+
+__all__ = [
+    "load", "loads", "dump", "dumps", "Store", "ValueInfo",
+    "KastoreException", "FileFormatError", "TruncatedFileError", "VersionTooOldError", "VersionTooNewError",
+    "StoreClosedError", "FORMAT_NAME", "open", "info", "validate", "entries", "cat", "demo",
+]

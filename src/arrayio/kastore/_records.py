@@ -1,0 +1,24 @@
+"""kastore byte records and constants (file version 1.0; docs/formats/kastore.md)."""
+
+from __future__ import annotations
+
+from .._binary import Record
+
+FORMAT_NAME = "kastore"
+MAGIC = b"\x89KAS\r\n\x1a\n"
+VERSION_MAJOR = 1
+VERSION_MINOR = 0
+ALIGNMENT = 8
+PY_ENGINE = "python"
+C_ENGINE = "c"
+DEFAULT_KEY_ENCODING = "utf-8"
+
+HEADER = Record("header", [
+    ("magic", "8s"), ("version_major", "<u2"), ("version_minor", "<u2"),
+    ("num_items", "<u4"), ("file_size", "<u8"), ("reserved", "40s"),
+], size=64)
+
+ITEM = Record("item descriptor", [
+    ("type", "u1"), ("reserved_after_type", "7s"), ("key_start", "<u8"), ("key_len", "<u8"),
+    ("array_start", "<u8"), ("array_len", "<u8"), ("reserved", "24s"),
+], size=64)

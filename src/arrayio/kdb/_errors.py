@@ -1,0 +1,50 @@
+"""kdb's exception names (as in the Rust kinodb), subclassing arrayio's hierarchy."""
+
+from __future__ import annotations
+
+from ..errors import (
+    ArrayIOError,
+    ErrorKinds,
+    FormatError,
+    TruncatedError,
+    VersionTooNewError,
+)
+from ._records import FORMAT_NAME
+
+
+class KinoError(FormatError):
+    """A malformed .kdb file (the reference's ``KinoError``)."""
+
+
+class BadMagic(KinoError):
+    """The file does not start with ``KINO``."""
+
+
+class UnexpectedEof(KinoError, TruncatedError):
+    """A header, index, blob or image runs past the end of its range (``TooShort``/``UnexpectedEof``)."""
+
+
+class UnsupportedVersion(KinoError, VersionTooNewError):
+    """The file's major version is newer than 0."""
+
+
+class InvalidUtf8(KinoError):
+    """A name in the metadata blob or an image record is not UTF-8."""
+
+
+class ImageDecodeError(KinoError):
+    """A stored image could not be decoded (or its raw size does not match its dimensions)."""
+
+
+class EpisodeNotFound(ArrayIOError, IndexError):
+    """An episode position outside ``0 .. len(file) - 1``."""
+
+
+class EpisodeIdNotFound(ArrayIOError, KeyError):
+    """No episode carries the requested episode id."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+ERRORS = ErrorKinds(FORMAT_NAME, format_error=KinoError, truncated=UnexpectedEof, too_new=UnsupportedVersion)
