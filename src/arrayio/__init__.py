@@ -10,11 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 from . import errors
-from ._registry import FORMATS, available_formats, detect, module_of_file
+from ._registry import FORMATS, Reader, available_formats, detect, module_of_file
 from .errors import (
     ArrayIOError,
     ChecksumError,
+    ClosedError,
     FormatError,
+    Problem,
     TruncatedError,
     UnsupportedError,
     VersionError,
@@ -40,6 +42,9 @@ __all__ = [
     "VersionTooOldError",
     "VersionTooNewError",
     "UnsupportedError",
+    "ClosedError",
+    "Problem",
+    "Reader",
 ]
 
 

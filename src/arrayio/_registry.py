@@ -21,11 +21,45 @@ import importlib
 import os
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
-from .errors import FormatError, UnsupportedError
+from .errors import FormatError, Problem, UnsupportedError
 
-__all__ = ["FormatSpec", "FORMATS", "detect", "module_for", "available_formats", "format_for_extension"]
+__all__ = ["Reader", "FormatSpec", "FORMATS", "detect", "module_for", "available_formats", "format_for_extension"]
+
+
+@runtime_checkable
+class Reader(Protocol):
+    """What ``arrayio.open`` returns for every format; each format's reader class implements it.
+
+    After ``close()`` every access raises ``arrayio.ClosedError``. Each format
+    keeps its native API on top (kastore's Mapping, bloscpack slicing, kdb
+    episodes, pycauset ``.array``).
+    """
+
+    format: str
+
+    def info(self) -> dict[str, Any]:
+        """Facts about the file: ``format``, ``version``, ``file_size``, ``summary``, then the format's own."""
+        ...
+
+    def validate(self) -> list[Problem]:
+        """Every problem found in the file (empty: valid)."""
+        ...
+
+    def entries(self) -> list[dict[str, Any]]:
+        """What ``arrayio ls`` lists: one dict per key, chunk, episode or part, each with a ``name``."""
+        ...
+
+    def close(self) -> None:
+        """Release the file; later accesses raise ``ClosedError``."""
+        ...
+
+    def __enter__(self) -> Any:
+        ...
+
+    def __exit__(self, *exc_info: object) -> None:
+        ...
 
 
 @dataclass(frozen=True)

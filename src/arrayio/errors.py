@@ -8,6 +8,10 @@
           VersionTooOldError
           VersionTooNewError
       UnsupportedError            valid request we cannot honour (dtype, codec, ...)
+      ClosedError                 the reader was closed (also a ValueError)
+
+``Problem`` is what ``validate()`` returns: one finding, with the same parts a
+``FormatError`` carries.
 
 Format modules that mirror a reference package define that package's exception
 names as subclasses of these (kastore's ``FileFormatError`` is a
@@ -32,6 +36,8 @@ __all__ = [
     "VersionTooOldError",
     "VersionTooNewError",
     "UnsupportedError",
+    "ClosedError",
+    "Problem",
     "ErrorKinds",
     "describe",
     "offsets_from",
@@ -132,6 +138,29 @@ class VersionTooNewError(VersionError):
 
 class UnsupportedError(ArrayIOError, ValueError):
     """A valid request that this format or build cannot honour."""
+
+
+class ClosedError(ArrayIOError, ValueError):
+    """The reader was closed; nothing can be read through it any more."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One finding of ``validate()``: what is wrong, in which field, at which byte, expected and found."""
+
+    message: str
+    field: str | None = None
+    offset: int | None = None
+    expected: Any = None
+    found: Any = None
+
+    def __str__(self) -> str:
+        return self.message
+
+    @classmethod
+    def from_error(cls, error: FormatError) -> Problem:
+        """The Problem a FormatError describes (its message, field, offset, expected and found)."""
+        return cls(str(error), error.field, error.offset, error.expected, error.found)
 
 
 @dataclass(frozen=True)
