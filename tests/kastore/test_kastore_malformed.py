@@ -313,8 +313,9 @@ def test_unsorted_keys_load_in_file_order_but_do_not_validate(tmp_path):
     with kastore.load(path) as store:
         assert list(store) == ["b", "a"]
     problems = kastore.validate(path)
-    assert len(problems) == 1 and "sorted" in problems[0], problems
-    assert problems[0].startswith("kastore") and "at byte" in problems[0]
+    assert len(problems) == 1 and "sorted" in str(problems[0]), problems
+    assert str(problems[0]).startswith("kastore") and "at byte" in str(problems[0])
+    assert problems[0].field == "item 1 key" and isinstance(problems[0].offset, int)
     assert arrayio.validate(path) == problems
 
 
@@ -331,7 +332,8 @@ def test_nonzero_reserved_bytes_load_but_do_not_validate(tmp_path, where):
     path.write_bytes(raw)
     problems = kastore.validate(path)
     assert problems, where
-    assert all(problem.startswith("kastore") and "at byte" in problem for problem in problems), problems
+    assert all(str(problem).startswith("kastore") and "at byte" in str(problem) for problem in problems), problems
+    assert all(isinstance(problem.offset, int) for problem in problems), problems
     assert craft(items) == kastore.dumps({"a": np.array([1], np.int8), "b": np.array([2], np.int8)})
     clean = tmp_path / "clean.kas"
     clean.write_bytes(craft(items))

@@ -13,6 +13,7 @@ from .._keyed import Store, ValueInfo
 from ._errors import (
     FileFormatError,
     KastoreException,
+    NoStoreError,
     StoreClosedError,
     TruncatedFileError,
     VersionTooNewError,
@@ -26,5 +27,5 @@ from ._writer import dump, dumps
 __all__ = [
     "load", "loads", "dump", "dumps", "Store", "ValueInfo",
     "KastoreException", "FileFormatError", "TruncatedFileError", "VersionTooOldError", "VersionTooNewError",
-    "StoreClosedError", "FORMAT_NAME", "open", "info", "validate", "entries", "cat", "demo",
+    "StoreClosedError", "NoStoreError", "FORMAT_NAME", "open", "info", "validate", "entries", "cat", "demo",
 ]
