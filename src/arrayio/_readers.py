@@ -83,12 +83,13 @@ def entries_of(open_reader: Opener, target: Any) -> list[dict[str, Any]]:
 
 
 def problems_of(open_reader: Opener, target: Any,
-                unopenable: Callable[[Any, FormatError], list[Problem]] | None = None) -> list[Problem]:
-    """``open_reader(target).validate()``; a file that does not open gives its error as the one problem
-    (or ``unopenable(target, error)``'s problems, for formats that can say more without opening)."""
+                unopenable: Callable[[Any, FormatError], list[Problem]] | None = None,
+                **options: Any) -> list[Problem]:
+    """``open_reader(target).validate(**options)``; a file that does not open gives its error as the one
+    problem (or ``unopenable(target, error)``'s problems, for formats that can say more without opening)."""
     try:
         reader = open_reader(target)
     except FormatError as error:
         return unopenable(target, error) if unopenable is not None else [Problem.from_error(error)]
     with reader:
-        return reader.validate()
+        return reader.validate(**options)

@@ -164,9 +164,11 @@ class Problem:
         return self.message
 
     @classmethod
-    def from_error(cls, error: FormatError, where: str | None = None) -> Problem:
-        """The Problem a FormatError describes; ``where`` (e.g. "store 1") prefixes its message."""
-        return cls(str(error), error.field, error.offset, error.expected, error.found).within(where)
+    def from_error(cls, error: ArrayIOError, where: str | None = None) -> Problem:
+        """The Problem an error describes (a FormatError's field, offset, expected and found with it);
+        ``where`` (e.g. "store 1") prefixes its message."""
+        return cls(str(error), *(getattr(error, part, None) for part in ("field", "offset", "expected", "found"))
+                   ).within(where)
 
     def within(self, where: str | None) -> Problem:
         """The same finding with ``where`` (e.g. "store 1 (...)") in front of its message."""
