@@ -15,7 +15,7 @@ import pytest
 import arrayio
 from arrayio._registry import FORMATS
 
-from .formats import READERS, STRUCTURE
+from .formats import FREE, READERS, STRUCTURE
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
 # What stays readable on a closed reader: its state and its registry name.
@@ -35,7 +35,7 @@ def documented_info_keys() -> set[str]:
 
 def test_every_format_declares_how_to_read_it_and_its_structure():
     assert {spec.model for spec in FORMATS.values()} <= set(READERS)
-    assert set(STRUCTURE) == set(FORMATS)
+    assert set(STRUCTURE) == set(FORMATS) == set(FREE)
 
 
 def test_open_returns_a_reader(format_name, demo):

@@ -70,10 +70,10 @@ def cat(path: Any, name: str) -> Iterator[str]:
 
 
 def demo(folder: Path) -> Path:
-    """Write a small 2-D float64 array to ``folder/demo.blp``, read it back, check it, return the path."""
+    """Write a small 2-D float64 array (4 chunks) to ``folder/demo.blp``, read it back, check it, return the path."""
     path = Path(folder) / "demo.blp"
-    array = np.linspace(0, 1, 4096 * 8).reshape(4096, 8)
-    pack_ndarray_to_file(array, path, chunk_size="64K")
+    array = np.arange(512 * 8, dtype=np.float64).reshape(512, 8)
+    pack_ndarray_to_file(array, path, chunk_size="8K")
     with open_file(path) as reader:
         if not (np.array_equal(reader.read(), array) and np.array_equal(reader[100:110], array[100:110])):
             raise ArrayIOError("bloscpack demo: the array read back differs from the one written")

@@ -570,12 +570,32 @@ class BloscpackFile(ReaderBase):
                                            self.offsets_offset + (self.nchunks + first) * OFFSET_SIZE,
                                            f"-1 in the {len(spare)} slots kept for appending",
                                            int(spare[first])))
+        if self.metadata_section is not None:
+            problems += self._metadata_problems(self.metadata_section)
         scratch = np.empty(int(np.max(np.diff(self.starts), initial=0)), dtype=np.uint8)
         for index in range(len(positions)):
             try:
                 self._decode_into(index, scratch.ctypes.data)
             except ERRORS.format_error as error:
                 problems.append(Problem.from_error(error))
+        return problems
+
+    def _metadata_problems(self, section: MetadataSection) -> list[Problem]:
+        """Bytes the reference writes as zeros and never reads: meta_options, user_codec, the spare room."""
+        problems = []
+        header = section.header
+        for field in ("meta_options", "user_codec"):
+            if any(bytes(self.source.view(METADATA_HEADER.offset_of(field, base=section.offset),
+                                          METADATA_HEADER.dtype[field].itemsize, f"metadata header.{field}"))):
+                problems.append(ERRORS.problem(f"metadata header.{field}", METADATA_HEADER.offset_of(
+                    field, base=section.offset), "zero (written zero, not read)", getattr(header, field)))
+        spare_start = section.offset + METADATA_HEADER.size + header.meta_comp_size
+        spare = np.frombuffer(self.source.view(spare_start, header.max_meta_size - header.meta_comp_size,
+                                               "metadata spare room"), dtype=np.uint8)
+        if spare.any():
+            first = int(np.flatnonzero(spare)[0])
+            problems.append(ERRORS.problem("metadata spare room", spare_start + first,
+                                           "zero bytes up to max_meta_size", f"{int(spare[first]):#04x}"))
         return problems
 
     # -- the Reader protocol -----------------------------------------------------------------

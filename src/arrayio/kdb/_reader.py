@@ -337,6 +337,31 @@ class KdbFile(ReaderBase):
             problems.append(ERRORS.problem("header.reserved", HEADER.offsets["reserved"], "zeros"))
         for position in range(len(self)):
             problems.extend(self._episode_problems(position, decode_images))
+        return problems + self._overlap_problems()
+
+    def _overlap_problems(self) -> list[Problem]:
+        """Sections that share bytes: a writer lays each section out once, so an overlap is a damaged index."""
+        sections = []
+        for position in range(len(self)):
+            try:
+                entry = self.entry(position)
+            except FormatError:
+                continue  # reported by _episode_problems
+            for name, offset_field, length_field in _SECTIONS:
+                if getattr(entry, length_field):
+                    sections.append((getattr(entry, offset_field), getattr(entry, length_field), position, name,
+                                     offset_field))
+        sections.sort()
+        problems = []
+        base = self.header.index_offset
+        for (start, length, position, name, _), (later, _, later_position, later_name, later_field) in zip(
+                sections, sections[1:]):
+            if later < start + length:
+                problems.append(ERRORS.problem(
+                    f"episode {later_position} index.{later_field}",
+                    INDEX_ENTRY.offset_of(later_field, base, later_position),
+                    f"a {later_name} section clear of episode {position}'s {name} section (which ends at byte "
+                    f"{start + length})", later))
         return problems
 
     def _episode_problems(self, position: int, decode_images: bool) -> list[Problem]:
