@@ -14,11 +14,12 @@ over the format's ``open``.
 
 from __future__ import annotations
 
-from typing import Any, Callable, ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 from .errors import ClosedError, FormatError, Problem
 
-__all__ = ["ReaderBase", "info_of", "problems_of", "entries_of"]
+__all__ = ["ReaderBase", "entries_of", "info_of", "problems_of"]
 
 
 class ReaderBase:

@@ -32,12 +32,18 @@ __all__ = ["Reader", "FormatSpec", "FORMATS", "detect", "module_for", "available
 class Reader(Protocol):
     """What ``arrayio.open`` returns for every format; each format's reader class implements it.
 
-    After ``close()`` every access raises ``arrayio.ClosedError``. Each format
-    keeps its native API on top (kastore's Mapping, bloscpack slicing, kdb
-    episodes, pycauset ``.array``).
+    After ``close()`` every access raises ``arrayio.ClosedError`` (the classes
+    derive from ``_readers.ReaderBase``, which does that). Each format keeps
+    its native API on top (kastore's Mapping, bloscpack slicing, kdb episodes,
+    pycauset ``.array``). The info keys are listed in docs/cli.md.
     """
 
     format: str
+
+    @property
+    def closed(self) -> bool:
+        """True once ``close()`` was called."""
+        ...
 
     def info(self) -> dict[str, Any]:
         """Facts about the file: ``format``, ``version``, ``file_size``, ``summary``, then the format's own."""

@@ -9,7 +9,8 @@ fails ``test_every_format_declares_its_structure``.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import json
 import re
@@ -25,10 +26,10 @@ OPEN_OR_CLOSED = {"close", "closed", "format", "closed_error"}
 def documented_info_keys() -> set[str]:
     """The keys listed in the "info keys" section of docs/cli.md (first column, in backticks)."""
     text = DOCS.read_text(encoding="utf-8")
-    section = re.search(r"^## info keys\n(.*?)(?=^## |\Z)", text, flags=re.M | re.S)
+    section = re.search(r"^## info keys\n(.*?)(?=^## |\Z)", text, flags=re.MULTILINE | re.DOTALL)
     assert section, "docs/cli.md has no '## info keys' section"
     keys = set()
-    for cell in re.findall(r"^\| ([^|]+) \|", section.group(1), flags=re.M):
+    for cell in re.findall(r"^\| ([^|]+) \|", section.group(1), flags=re.MULTILINE):
         keys.update(re.findall(r"`([a-z_]+)`", cell))
     return keys
 
@@ -161,8 +162,8 @@ def test_problems_are_objects(format_name, demo, module, tmp_path):
     assert isinstance(problem, arrayio.Problem)
     assert problem.offset == 0 and "magic" in problem.field
     assert str(problem) == problem.message and str(problem).startswith(f"{format_name}: ")
-    with pytest.raises(Exception):
-        problem.message = "changed"  # frozen
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        problem.message = "changed"  # type: ignore[misc]
     parts = problem.as_dict()
     assert parts["offset"] == 0 and parts["message"] == str(problem)
     json.dumps(parts)

@@ -10,6 +10,7 @@ records once, as far as the frame asked for, and cached.
 
 from __future__ import annotations
 
+import itertools
 import math
 import struct
 import warnings
@@ -354,8 +355,8 @@ class KdbFile(ReaderBase):
         sections.sort()
         problems = []
         base = self.header.index_offset
-        for (start, length, position, name, _), (later, _, later_position, later_name, later_field) in zip(
-                sections, sections[1:]):
+        for (start, length, position, name, _), (later, _, later_position, later_name, later_field) in \
+                itertools.pairwise(sections):
             if later < start + length:
                 problems.append(ERRORS.problem(
                     f"episode {later_position} index.{later_field}",

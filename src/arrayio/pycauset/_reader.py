@@ -33,13 +33,13 @@ from ._matrices import (
     check_payload_length,
     layout_from_metadata,
 )
-
 from ._records import (
     BLOCK_HEADER,
     BLOCK_MAGIC,
     BLOCK_VERSION,
     ENCODING_VERSION,
     ENDIAN_LITTLE,
+    FORMAT_NAME,
     FORMAT_VERSION,
     HEADER_BYTES,
     MAGIC,
@@ -50,7 +50,6 @@ from ._records import (
     SLOT_CRC_COVERS,
     SLOT_OFFSETS,
     SLOTS_END,
-    FORMAT_NAME,
 )
 
 
