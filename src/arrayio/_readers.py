@@ -58,7 +58,8 @@ class ReaderBase:
         closed_as = self.__dict__.get("closed_as")
         if closed_as is not None and not name.startswith("__"):
             error, format_name = closed_as
-            raise error(f"{format_name}: the file is closed ({name!r} needs it open)")
+            needs = "" if name.startswith("_") else f" ({name!r} needs it open)"
+            raise error(f"{format_name}: the file is closed{needs}")
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def __enter__(self) -> Any:
