@@ -26,8 +26,22 @@ from ._binary import Source
 from ._registry import FORMATS, detect
 from .errors import ArrayIOError, FormatError, Problem
 
-__all__ = ["Section", "ByteMap", "KINDS", "STOP", "UNACCOUNTED", "stopped", "tile", "tiling_errors",
-           "map_file", "map_source", "problem_offsets", "draw_png", "png_size", "Collector"]
+__all__ = [
+    "KINDS",
+    "STOP",
+    "UNACCOUNTED",
+    "ByteMap",
+    "Collector",
+    "Section",
+    "draw_png",
+    "map_file",
+    "map_source",
+    "png_size",
+    "problem_offsets",
+    "stopped",
+    "tile",
+    "tiling_errors",
+]
 
 STOP = "stop"
 UNACCOUNTED = "unaccounted"
@@ -347,7 +361,7 @@ class Collector:
             self.sections.append(Section(int(offset), int(length), kind, label))
             self.parsed_to = max(self.parsed_to, int(offset) + int(length))
 
-    def run(self, parse: Callable[["Collector"], None]) -> list[Section]:
+    def run(self, parse: Callable[[Collector], None]) -> list[Section]:
         """Run ``parse(self)``; a FormatError ends the list with a stop marker at the error's offset."""
         try:
             parse(self)

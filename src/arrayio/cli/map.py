@@ -7,9 +7,9 @@ import sys
 
 import click
 
+from .._registry import FORMATS
 from ..bytemap import map_file
 from ..errors import ArrayIOError
-from .._registry import FORMATS
 
 
 @click.command(name="map")

@@ -4,8 +4,22 @@ from __future__ import annotations
 
 from .._binary import Source, round_up
 from ..bytemap import Collector, Section
-from ._reader import check_preamble, choose_active, read_block, read_slots, require_active
-from ._records import BLOCK_HEADER, BLOCK_MAGIC, HEADER_BYTES, METADATA_ALIGN, PREAMBLE, SLOT, SLOTS_END
+from ._reader import (
+    check_preamble,
+    choose_active,
+    read_block,
+    read_slots,
+    require_active,
+)
+from ._records import (
+    BLOCK_HEADER,
+    BLOCK_MAGIC,
+    HEADER_BYTES,
+    METADATA_ALIGN,
+    PREAMBLE,
+    SLOT,
+    SLOTS_END,
+)
 
 
 def sections(source: Source) -> list[Section]:
