@@ -132,9 +132,9 @@ def tile(sections: Iterable[Section], size: int) -> tuple[list[Section], Section
 
 
 def _hole(start: int, end: int, stop: Section | None) -> Section:
-    after = stop is not None and start >= stop.offset
-    label = f"not parsed (parsing stopped at byte {stop.offset})" if after else "no structure explains these bytes"
-    return Section(start, end - start, UNACCOUNTED, label)
+    if stop is not None and start >= stop.offset:
+        return Section(start, end - start, UNACCOUNTED, f"not parsed (parsing stopped at byte {stop.offset})")
+    return Section(start, end - start, UNACCOUNTED, "no structure explains these bytes")
 
 
 def tiling_errors(sections: list[Section], size: int) -> list[str]:
