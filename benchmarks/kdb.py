@@ -25,7 +25,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-import _rows  # noqa: E402
+import _rows
 
 from arrayio import kdb  # noqa: E402
 from arrayio.kdb import EncodedImage  # noqa: E402

@@ -34,7 +34,7 @@ import numpy as np
 # This script is itself named pycauset.py: drop its folder from the path so that
 # `import pycauset` finds the reference package, and put this checkout's src first.
 _HERE = Path(__file__).resolve().parent
-import _rows  # noqa: E402 - from this folder, before it leaves the path
+import _rows  # from this folder, before it leaves the path
 
 sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != _HERE]
 sys.path.insert(0, str(_HERE.parent / "src"))

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import math
 import os
 import platform
 import subprocess
@@ -72,7 +71,8 @@ def run_script(script: Path, quick: bool, timeout: float, folder: Path) -> dict:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
     started = time.perf_counter()
     try:
-        result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
+        result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT,
+                                check=False)
     except subprocess.TimeoutExpired:
         return {"area": script.stem, "error": f"timed out after {timeout:.0f} s", "rows": []}
     seconds = time.perf_counter() - started
@@ -204,12 +204,12 @@ def main() -> None:
     mode = "quick run (`--quick`: small data, noisy)" if args.quick else "full run"
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     IMAGES.mkdir(parents=True, exist_ok=True)
+    command = "python benchmarks/run_all.py" + (" --quick" if args.quick else "")
     block = [f"## Every area in one run: {mode}", "",
-             f"Machine: {about}. Run {when}, {total:.0f} s in all, by `python benchmarks/run_all.py"
-             f"{' --quick' if args.quick else ''}`.",
-             "Ratios are costs: ours / theirs in time (theirs / ours for rates such as frames/s), so below 1 "
-             "means arrayio does better; *reference* is the format's reference implementation (or the usual "
-             "alternative), *limit* the plain I/O (or decode) the task cannot beat.", "",
+             f"Machine: {about}. Run {when}, {total:.0f} s in all, by `{command}`.",
+             ("Ratios are costs: ours / theirs in time (theirs / ours for rates such as frames/s), so below 1 "
+              "means arrayio does better; *reference* is the format's reference implementation (or the usual "
+              "alternative), *limit* the plain I/O (or decode) the task cannot beat."), "",
              "![benchmark ratios of every area](img/benchmarks.png)", ""]
     for report in reports:
         block += table(report)
