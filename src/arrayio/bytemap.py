@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib
 import math
 import os
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -66,9 +67,11 @@ KINDS: dict[str, str] = {
     UNACCOUNTED: "#222222",     # bytes no parsed structure explains
 }
 _PROBLEM_COLOUR = "#d62728"
+_FILLER_KINDS = frozenset({"padding", "gap", "reserved", "trailing", "stale"})
+_DARK_KINDS = frozenset({"header", "table", "array", "chunk", "steps", "metadata", UNACCOUNTED})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Section:
     """``length`` bytes at ``offset`` playing one role (``kind``), with a human ``label``.
 
@@ -111,21 +114,26 @@ def tile(sections: Iterable[Section], size: int) -> tuple[list[Section], Section
     for section in sections:
         if section.kind == STOP:
             stop = section if stop is None else stop
-            continue
-        start, end = max(0, section.offset), min(size, section.end)
-        if end > start:
+        elif section.offset >= 0 and section.length > 0 and section.offset + section.length <= size:
+            real.append(section)
+        elif section.offset < size and section.offset + section.length > 0:
+            start, end = max(0, section.offset), min(size, section.offset + section.length)
             real.append(Section(start, end - start, section.kind, section.label, section.problem))
     real.sort(key=lambda section: (section.offset, -section.length))
     tiled: list[Section] = []
     cursor = 0
     for section in real:
-        if section.end <= cursor:
+        end = section.offset + section.length
+        if end <= cursor:
             continue
         if section.offset > cursor:
             tiled.append(_hole(cursor, section.offset, stop))
-        start = max(cursor, section.offset)
-        tiled.append(Section(start, section.end - start, section.kind, section.label, section.problem))
-        cursor = section.end
+            tiled.append(section)
+        elif section.offset == cursor:
+            tiled.append(section)
+        else:
+            tiled.append(Section(cursor, end - cursor, section.kind, section.label, section.problem))
+        cursor = end
     if cursor < size:
         tiled.append(_hole(cursor, size, stop))
     return tiled, stop
@@ -234,7 +242,7 @@ _BAR_PX = 46
 _LEGEND_ROW_PX = 26
 _LEGEND_PER_ROW = 6
 _MARGIN_PX = 16
-_MIN_SECTION_PX = 2.0
+_MIN_SECTION_PX = 3.0
 _SECTIONS_PER_ROW = 24
 _MAX_ROWS = 12
 
@@ -297,22 +305,33 @@ def draw_png(bytemap: ByteMap, out: Any, width: int = 1200) -> tuple[int, int]:
     def y_of(row: int) -> float:
         return _TITLE_PX + row * _ROW_PX
 
+    starts = [section.offset for section in bytemap.sections]
     for row in range(rows):
         low, high = row * per_row, min(bytemap.size, (row + 1) * per_row)
         top = y_of(row)
         axes.add_patch(Rectangle((left, top), x_of(high, row) - left, _BAR_PX, facecolor="white",
                                  edgecolor="#444444", linewidth=0.8))
         last_label = -math.inf
-        for section in bytemap.sections:
+        # Sections widened to the minimum are drawn last, so neighbours never hide them.
+        spans: dict[tuple[bool, bool, str], list[tuple[float, float]]] = {}
+        separators: list[float] = []
+        drawn: set[tuple[int, str]] = set()
+        for section in bytemap.sections[max(0, bisect_right(starts, low) - 1):bisect_left(starts, high)]:
             start, end = max(section.offset, low), min(section.end, high)
-            if end <= start and not (section.length == 0 and low <= section.offset < high):
+            if end <= start:
                 continue
             x0, x1 = x_of(start, row), x_of(end, row)
+            widened = x1 - x0 < _MIN_SECTION_PX
             x1 = max(x1, x0 + _MIN_SECTION_PX)
-            axes.add_patch(Rectangle((x0, top), x1 - x0, _BAR_PX, facecolor=KINDS.get(section.kind, "#777777"),
-                                     edgecolor="none"))
+            pixel = (int(x0), section.kind)
+            if x1 - x0 <= _MIN_SECTION_PX:
+                if pixel in drawn:
+                    continue  # tiny sections of one kind starting in one pixel column: one bar shows them all
+                drawn.add(pixel)
+            layer = (widened, section.kind not in _FILLER_KINDS, section.kind)
+            spans.setdefault(layer, []).append((x0, x1 - x0))
             if x1 - x0 >= 4:
-                axes.plot([x0, x0], [top, top + _BAR_PX], color="white", linewidth=0.6)
+                separators.append(x0)
             if start == section.offset and x0 - last_label >= 46:
                 axes.plot([x0, x0], [top + _BAR_PX, top + _BAR_PX + 4], color="#444444", linewidth=0.8)
                 axes.text(x0, top + _BAR_PX + 6, _short(section.offset), rotation=45, ha="left", va="top",
@@ -321,11 +340,15 @@ def draw_png(bytemap: ByteMap, out: Any, width: int = 1200) -> tuple[int, int]:
             text = section.label or section.kind
             if x1 - x0 >= 7 * len(text) * 0.75:
                 axes.text((x0 + x1) / 2, top + _BAR_PX / 2, text, ha="center", va="center", fontsize=7,
-                          color="white" if section.kind in ("header", "table", "array", "chunk", "steps",
-                                                            UNACCOUNTED, "metadata") else "black", clip_on=True)
+                          color="white" if section.kind in _DARK_KINDS else "black", clip_on=True)
             elif x1 - x0 >= 7 * len(section.kind) * 0.75:
                 axes.text((x0 + x1) / 2, top + _BAR_PX / 2, section.kind, ha="center", va="center", fontsize=7,
-                          clip_on=True)
+                          color="white" if section.kind in _DARK_KINDS else "black", clip_on=True)
+        for layer in sorted(spans):
+            axes.broken_barh(spans[layer], (top, _BAR_PX), facecolors=KINDS.get(layer[2], "#777777"),
+                             edgecolor="none")
+        if separators:
+            axes.vlines(separators, top, top + _BAR_PX, colors="white", linewidth=0.6)
         if row == rows - 1 and x_of(high, row) - last_label >= 46:
             axes.text(x_of(high, row), top + _BAR_PX + 6, _short(high), ha="right", va="top", fontsize=7,
                       color="#333333")
