@@ -208,3 +208,15 @@ def test_tile_fills_holes_settles_overlaps_and_clips():
 def test_problem_offsets_take_problem_objects_and_skip_strings():
     problems = ["kastore: something at byte 12", Problem("bad", offset=40), Problem("somewhere", offset=None)]
     assert bytemap.problem_offsets(problems) == [(40, "bad")]
+
+
+def test_upstream_kastore_vectors_map_and_tile(testdata):
+    """kastore's own test vectors: valid files map without unaccounted bytes, malformed ones stop with a reason."""
+    for path in sorted((testdata / "kastore").rglob("*.kas")):
+        found = bytemap.map_file(path, "kastore")
+        assert tiling_errors(found.sections, found.size) == [], path.name
+        if path.parent.name == "v1":
+            assert found.stop is None and not found.problems, path.name
+            assert "unaccounted" not in {section.kind for section in found.sections}, path.name
+        elif found.size:
+            assert found.stop is not None and found.stop.problem.message.startswith("kastore:"), path.name
