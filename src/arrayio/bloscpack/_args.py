@@ -7,8 +7,9 @@ deleting a key raises ``NotImplementedError``. Values are checked when a pack us
 from __future__ import annotations
 
 import operator
+import pprint
 from collections.abc import Mapping, MutableMapping
-from typing import Any, Callable, Iterator, Union
+from typing import Any, Callable, Iterator, TypeVar, Union
 
 import blosc
 
@@ -54,6 +55,9 @@ def check_range(name: str, value: Any, low: int, high: int) -> int:
     return value
 
 
+ArgsT = TypeVar("ArgsT", bound="_Args")
+
+
 class _Args(MutableMapping):
     """A fixed set of keys with defaults, readable as items or attributes."""
 
@@ -62,7 +66,8 @@ class _Args(MutableMapping):
     def __init__(self, **values: Any) -> None:
         unknown = set(values) - set(self._defaults)
         if unknown:
-            raise KeyError(f"{type(self).__name__} has no keys {sorted(unknown)}; keys: {list(self._defaults)}")
+            # A TypeError, as bloscpack's keyword-only constructors raise for an unknown argument.
+            raise TypeError(f"{type(self).__name__} has no keys {sorted(unknown)}; keys: {list(self._defaults)}")
         for key, default in self._defaults.items():
             object.__setattr__(self, key, values.get(key, default))
 
@@ -92,8 +97,20 @@ class _Args(MutableMapping):
         shown = ", ".join(f"{key}={value!r}" for key, value in self.items())
         return f"{type(self).__name__}({shown})"
 
+    def __str__(self) -> str:
+        return pprint.pformat(dict(self))
+
+    def pformat(self, indent: int = 4) -> str:
+        """The class name, then one ``key: value`` line per key, indented (as bloscpack prints them)."""
+        pad = " " * indent
+        return f"{type(self).__name__}:\n{pad}" + f"\n{pad}".join(f"{key}: {value!r}" for key, value in self.items())
+
+    def copy(self) -> Any:
+        """A shallow copy (the caller's object is left alone)."""
+        return type(self)(**self)
+
     @classmethod
-    def coerce(cls, value: Mapping | None) -> "_Args":
+    def coerce(cls: type[ArgsT], value: Mapping | None) -> ArgsT:
         """An instance from None (defaults), an instance, or a plain dict of its keys."""
         if value is None:
             return cls()
@@ -105,6 +122,10 @@ class _Args(MutableMapping):
 class BloscArgs(_Args):
     """How each chunk is compressed: typesize, clevel, shuffle (bool or 0/1/2) and codec name."""
 
+    typesize: int
+    clevel: int
+    shuffle: bool | int
+    cname: str
     _defaults = {"typesize": 8, "clevel": 7, "shuffle": True, "cname": "blosclz"}
 
     def checked(self) -> "BloscArgs":
@@ -126,7 +147,15 @@ class BloscArgs(_Args):
 class BloscpackArgs(_Args):
     """Container options: the offsets table, the chunk checksum and room for appended chunks."""
 
+    offsets: bool
+    checksum: str
+    max_app_chunks: SizeRule
     _defaults = {"offsets": True, "checksum": "adler32", "max_app_chunks": _ten_times}
+
+    def __init__(self, **values: Any) -> None:
+        super().__init__(**values)
+        if self.checksum is None:
+            self.checksum = "None"  # bloscpack spells "no checksum" as the string from the start
 
     def checked(self) -> "BloscpackArgs":
         """Self, after checking the values (``checksum=None`` becomes ``'None'``)."""
@@ -139,6 +168,11 @@ class BloscpackArgs(_Args):
 class MetadataArgs(_Args):
     """How the metadata is stored: serializer, checksum, codec (opportunistic zlib), level, room."""
 
+    magic_format: bytes | str
+    meta_checksum: str | None
+    meta_codec: str
+    meta_level: int
+    max_meta_size: SizeRule
     _defaults = {"magic_format": b"JSON", "meta_checksum": "adler32", "meta_codec": "zlib",
                  "meta_level": 6, "max_meta_size": _ten_times}
 
