@@ -1,4 +1,4 @@
-"""The byte map of a pycauset container: preamble, header slots A/B, payload, metadata blocks (active and superseded)."""
+"""The byte map of a pycauset container: preamble, header slots, payload, metadata blocks (active, superseded)."""
 
 from __future__ import annotations
 
