@@ -220,3 +220,13 @@ def test_upstream_kastore_vectors_map_and_tile(testdata):
             assert "unaccounted" not in {section.kind for section in found.sections}, path.name
         elif found.size:
             assert found.stop is not None and found.stop.problem.message.startswith("kastore:"), path.name
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_a_source_read_in_ranges_maps_like_a_mapped_file(demo_files, name):
+    """Through a file object (range reads, as remote sources are) the map is the same as through the mmap."""
+    import io
+
+    mapped = bytemap.map_file(demo_files[name], check=False)
+    ranged = bytemap.map_file(io.BytesIO(demo_files[name].read_bytes()), check=False)
+    assert ranged.format == name and ranged.sections == mapped.sections
