@@ -214,15 +214,18 @@ def map_file(target: Any, format_name: str | None = None, *, check: bool = True)
     if format_name is None:
         format_name = detect(target)
         if format_name is None:
-            raise FormatError(f"{name}: not a file of any known format; name one with --format")
+            raise FormatError(f"{name}: not a file of any known format (name the format to map it anyway)")
     package = FORMATS[format_name].module
     errors = importlib.import_module(f"{package}._errors").ERRORS
     problems: list[Any] = []
     if check:
+        start = target.tell() if hasattr(target, "seek") else None
         try:
             problems = list(importlib.import_module(package).validate(target))
         except (ArrayIOError, OSError, TypeError, ValueError) as error:
             problems = [str(error)]
+        if start is not None:
+            target.seek(start)  # validate read the stream; the map reads the same bytes again
     with Source.open(target, errors) as source:
         return map_source(source, format_name, name, problems)
 

@@ -228,5 +228,6 @@ def test_a_source_read_in_ranges_maps_like_a_mapped_file(demo_files, name):
     import io
 
     mapped = bytemap.map_file(demo_files[name], check=False)
-    ranged = bytemap.map_file(io.BytesIO(demo_files[name].read_bytes()), check=False)
-    assert ranged.format == name and ranged.sections == mapped.sections
+    for check in (False, True):
+        ranged = bytemap.map_file(io.BytesIO(demo_files[name].read_bytes()), check=check)
+        assert ranged.format == name and ranged.sections == mapped.sections
