@@ -229,5 +229,9 @@ def demo(folder: str | None, as_json: bool) -> None:
     sys.exit(1 if failed else 0)
 
 
+from .map import map_command  # noqa: E402 - a verb in its own module, registered once main exists
+
+main.add_command(map_command)
+
 if __name__ == "__main__":  # pragma: no cover
     main()
