@@ -59,13 +59,14 @@ def info(path: Any) -> dict:
     return {"format": module.FORMAT_NAME, **module.info(path)}
 
 
-def validate(path: Any) -> list[str]:
+def validate(path: Any) -> list[Problem]:
     """Problems found in a file of any supported format (empty list: valid)."""
     try:
         module = module_of_file(path)
     except FormatError as error:
-        return [str(error)]
-    return module.validate(path)
+        return [Problem.from_error(error)]
+    # Until every format's validator returns Problem objects, their lines are wrapped here, in one place.
+    return [problem if isinstance(problem, Problem) else Problem(str(problem)) for problem in module.validate(path)]
 
 
 def formats() -> list[str]:

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from .._binary import Source
+from .._text import row_lines, value_lines
 from ..errors import ArrayIOError, FormatError
 from ._errors import ERRORS
 from ._matrices import check_payload_length, layout_from_metadata
@@ -149,12 +150,7 @@ def cat(path: Any, name: str) -> Iterator[str]:
     with load(path) as container:
         if name == "matrix":
             matrix = container.values()
-            if matrix.ndim == 1:
-                for value in matrix.tolist():
-                    yield str(value)
-            else:
-                for row in matrix:
-                    yield " ".join(str(value) for value in row.tolist())
+            yield from value_lines(matrix) if matrix.ndim == 1 else row_lines(matrix)
             return
         parts = name.split(".")
         if parts[0] != "metadata":
