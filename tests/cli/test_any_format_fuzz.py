@@ -58,7 +58,7 @@ def test_damaged_files_never_crash(name, samples, tmp_path):
     for number, data in enumerate(_mutants(samples[name], seed=hash(name) & 0xFFFF)):
         path.write_bytes(data)
         problems = arrayio.validate(path)
-        assert isinstance(problems, list) and all(isinstance(problem, str) for problem in problems)
+        assert isinstance(problems, list) and all(isinstance(problem, arrayio.Problem) for problem in problems)
         try:
             arrayio.info(path)
             reader = arrayio.open(path)
