@@ -47,12 +47,12 @@ def os_error_text(error: OSError) -> str:
 
 def error_text(error: BaseException) -> str:
     """The one line a user sees for ``error``."""
+    if isinstance(error, KeyError) and error.args:  # str() of a KeyError would quote the message
+        return str(error.args[0])
     if isinstance(error, ArrayIOError):
         return str(error)
     if isinstance(error, OSError):
         return os_error_text(error)
-    if isinstance(error, KeyError) and error.args:
-        return str(error.args[0])
     if isinstance(error, ImportError):
         return f"this command needs an optional dependency: {error} (pip install 'arrayio[all]')"
     return str(error)
