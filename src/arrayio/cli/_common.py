@@ -8,6 +8,7 @@ Exit codes: 0 success, 1 a file problem (invalid file, format or OS error), 2 us
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import sys
@@ -283,7 +284,11 @@ def table_lines(rows: list[Mapping[str, Any]], *, exact: bool = False) -> Iterat
         yield "  ".join([*parts, line[-1]])
 
 
+WRITE_BATCH = 4096
+
+
 def write_lines(lines: Iterable[str]) -> None:
-    """Write ``lines`` to stdout as they come (streamed: nothing is collected first)."""
-    stdout = sys.stdout
-    stdout.writelines(line + "\n" for line in lines)
+    """Write ``lines`` to stdout as they come, a few thousand at a time (one write call per batch)."""
+    stream = iter(lines)
+    while batch := list(itertools.islice(stream, WRITE_BATCH)):
+        sys.stdout.write("\n".join(batch) + "\n")
