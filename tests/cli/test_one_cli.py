@@ -130,6 +130,8 @@ def test_json_errors_for_missing_and_unknown_files(cli, tmp_path):
         assert result.returncode == 1
         error = json.loads(result.stdout)["error"]
         assert str(path) in error["message"] and error["field"] is None and error["offset"] is None
+    usage = cli("info", "--json")
+    assert usage.returncode == 2 and json.loads(usage.stdout)["error"]["message"] == "Missing argument 'FILE'."
 
 
 def test_info_json_of_a_corrupt_header_names_field_and_offset(cli, demos, tmp_path):

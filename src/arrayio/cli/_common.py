@@ -118,6 +118,8 @@ def _invoke(command: click.Command, args: list[str]) -> int:
     except click.exceptions.Exit as done:
         return done.exit_code
     except click.ClickException as error:
+        if "--json" in args:
+            emit_json({"error": {"message": error.format_message(), "field": None, "offset": None}})
         error.show()
         return error.exit_code
     except (click.Abort, KeyboardInterrupt):
@@ -177,7 +179,13 @@ def progress(label: str, total: int | None = None, *, threshold: int = 0, unit: 
         yield Bar()
         return
     from rich.console import Console
-    from rich.progress import BarColumn, DownloadColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        MofNCompleteColumn,
+        Progress,
+        TimeRemainingColumn,
+    )
 
     amount = DownloadColumn() if unit == "bytes" else MofNCompleteColumn()
     with Progress("[progress.description]{task.description}", BarColumn(), amount, TimeRemainingColumn(),
