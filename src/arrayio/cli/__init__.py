@@ -59,6 +59,10 @@ class _Group(click.Group):
             return getattr(importlib.import_module(module_name), attribute)
         return super().get_command(ctx, name)
 
+    def main(self, args: Any = None, prog_name: str | None = None, **extra: Any) -> Any:  # type: ignore[override]  # no standalone_mode: it always exits
+        """Run as the console script does: through the one error wrapper of every verb and group."""
+        return run(self, None if args is None else list(args))
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         limit = formatter.width - 6 - max(map(len, self.list_commands(ctx)))
         rows = [(name, FORMAT_GROUPS[name][2] if name in FORMAT_GROUPS
@@ -69,16 +73,11 @@ class _Group(click.Group):
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "-V", "--version", prog_name="arrayio")
-def cli() -> None:
+def main() -> None:
     """Read, write, inspect and validate kastore, kast, bloscpack, kdb and pycauset files."""
 
 
-def main(args: list[str] | None = None) -> None:
-    """The console script: run the ``arrayio`` command line."""
-    run(cli, args)
-
-
-@cli.command()
+@main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @json_option
 def info(file: str, as_json: bool) -> None:
@@ -103,7 +102,7 @@ def _file_report(file: str) -> dict[str, Any]:
     return {"file": file, "format": name, "problems": problems}
 
 
-@cli.command()
+@main.command()
 @click.argument("files", metavar="FILE...", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @json_option
 @click.pass_context
@@ -128,7 +127,7 @@ def validate(ctx: click.Context, files: tuple[str, ...], as_json: bool) -> None:
     ctx.exit(0 if valid else 1)
 
 
-@cli.command(name="ls")
+@main.command(name="ls")
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("-l", "--long", "long_", is_flag=True, help="A table of every entry's type, shape and size.")
 @click.option("--bytes", "exact", is_flag=True, help="Exact byte counts instead of human-readable sizes.")
@@ -144,7 +143,7 @@ def ls_command(file: str, long_: bool, exact: bool, as_json: bool) -> None:
         write_lines(str(row["name"]) for row in rows)
 
 
-@cli.command()
+@main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.argument("key")
 def cat(file: str, key: str) -> None:
@@ -160,7 +159,7 @@ def cat(file: str, key: str) -> None:
         raise
 
 
-@cli.command()
+@main.command()
 @click.argument("source", type=click.Path(dir_okay=False, exists=True))
 @click.argument("target", type=click.Path(dir_okay=False))
 def convert(source: str, target: str) -> None:
@@ -189,7 +188,7 @@ def _demo_one(name: str, folder: Path) -> dict[str, Any]:
             "problems": problems}
 
 
-@cli.command()
+@main.command()
 @click.argument("folder", required=False, type=click.Path(file_okay=False))
 @json_option
 @click.pass_context
