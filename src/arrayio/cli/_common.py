@@ -95,11 +95,10 @@ def emit_json(value: Any) -> None:
     click.echo(json.dumps(value, indent=2, default=str, ensure_ascii=False))
 
 
-def _report(message: str, error: BaseException | None = None) -> None:
+def _report(error: BaseException) -> None:
     if _JSON_OUTPUT["on"]:
-        emit_json(error_object(error) if error is not None else {"error": {"message": message, "field": None,
-                                                                            "offset": None}})
-    click.echo(f"{PREFIX}: {message}", err=True)
+        emit_json(error_object(error))
+    click.echo(f"{PREFIX}: {error_text(error)}", err=True)
 
 
 def _silence_stdout() -> None:
@@ -118,19 +117,19 @@ def _invoke(command: click.Command, args: list[str]) -> int:
     except click.exceptions.Exit as done:
         return done.exit_code
     except click.ClickException as error:
-        if "--json" in args:
-            emit_json({"error": {"message": error.format_message(), "field": None, "offset": None}})
+        if "--json" in args:  # the option's callback never ran: parsing failed first
+            emit_json(error_object(error))
         error.show()
         return error.exit_code
     except (click.Abort, KeyboardInterrupt):
         return EXIT_INTERRUPTED
     except Failure as error:
-        _report(str(error))
+        _report(error)
         return error.code
     except USER_ERRORS as error:
         if isinstance(error, BrokenPipeError):
             raise
-        _report(error_text(error), error)
+        _report(error)
         return 1
 
 
