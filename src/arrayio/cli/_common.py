@@ -54,6 +54,8 @@ def error_text(error: BaseException) -> str:
         return str(error)
     if isinstance(error, OSError):
         return os_error_text(error)
+    if isinstance(error, click.ClickException):
+        return error.format_message()
     if isinstance(error, ImportError):
         return f"this command needs an optional dependency: {error} (pip install 'arrayio[all]')"
     return str(error)
