@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import threading
+import sys
 
 import numpy as np
 import pytest
@@ -220,6 +220,23 @@ def test_validate_returns_problem_objects(demos, tmp_path):
 
 # ---- cat streams; a closed pipe ends every verb quietly -------------------------------------------
 
+# Runs `ARGV | head -1` and reports the ARGV process's own peak RSS. It must run in a small launcher
+# process: Linux carries the RSS high-water mark of the parent's memory across fork/vfork + exec, so a
+# child of the (large) pytest process would report pytest's peak, not its own.
+PIPELINE_TO_HEAD = """
+import json, os, subprocess, sys
+with subprocess.Popen(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.PIPE) as command, \\
+        subprocess.Popen(["head", "-1"], stdin=command.stdout, stdout=subprocess.PIPE) as head:
+    command.stdout.close()  # head alone reads the pipe
+    first = head.stdout.read()
+    errors = command.stderr.read()
+    _, status, usage = os.wait4(command.pid, 0)
+    command.returncode = os.waitstatus_to_exitcode(status)
+print(json.dumps({"first": first.decode(), "errors": errors.decode(), "status": command.returncode,
+                  "peak_mib": usage.ru_maxrss / 1024}))
+"""
+
+
 def test_cat_streams_a_400_mb_array_in_bounded_memory(cli_argv, tmp_path):
     path = tmp_path / "big.kas"
     values = np.zeros(50_000_000, dtype=np.int64)  # untouched pages: no memory until written out
@@ -227,22 +244,13 @@ def test_cat_streams_a_400_mb_array_in_bounded_memory(cli_argv, tmp_path):
     kastore.dump({"big": values, "small": np.arange(2)}, path)
     del values
     argv, env = cli_argv("cat", path, "big")
-    with subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as arrayio_cat, \
-            subprocess.Popen(["head", "-1"], stdin=arrayio_cat.stdout, stdout=subprocess.PIPE) as head:
-        arrayio_cat.stdout.close()  # head alone reads the pipe, as in `arrayio cat big.kas big | head -1`
-        errors: list[bytes] = []
-        reader = threading.Thread(target=lambda: errors.append(arrayio_cat.stderr.read()))
-        reader.start()
-        first = head.stdout.read()
-        # wait4 gives the peak memory of this one child (not of every child this test process ever had)
-        _, status, usage = os.wait4(arrayio_cat.pid, 0)
-        arrayio_cat.returncode = os.waitstatus_to_exitcode(status)
-        reader.join(60)
-    assert first == b"7\n"
-    assert arrayio_cat.returncode in PIPE_CLOSED
-    assert errors == [b""]  # no "Broken pipe", no "Exception ignored ... BrokenPipeError"
-    peak_mib = usage.ru_maxrss / 1024
-    assert peak_mib < 150, f"arrayio cat used {peak_mib:.0f} MiB for the first line of a 381 MiB array"
+    launcher = subprocess.run([sys.executable, "-c", PIPELINE_TO_HEAD, *argv], env=env, capture_output=True,
+                              check=True, timeout=300)
+    report = json.loads(launcher.stdout)
+    assert report["first"] == "7\n"
+    assert report["status"] in PIPE_CLOSED
+    assert report["errors"] == ""  # no "Broken pipe", no "Exception ignored ... BrokenPipeError"
+    assert report["peak_mib"] < 150, f"arrayio cat used {report['peak_mib']:.0f} MiB for the first line of a 381 MiB array"
     path.unlink()
 
 
