@@ -76,21 +76,21 @@ def export(source: str, target: str, no_images: bool) -> None:
 @click.option("--by-id", is_flag=True, help="EPISODE is an episode id, not a position.")
 def show(file: str, episode: int, png: str | None, frames: int, by_id: bool) -> None:
     """Describe episode EPISODE of FILE (and draw it with --png)."""
-    with open_file(file) as kdb:
-        position = kdb.position_of(episode) if by_id else episode
-        data = kdb.read_episode(position)
+    with open_file(file) as reader:
+        position = reader.position_of(episode) if by_id else episode
+        data = reader.read_episode(position)
         meta = data.meta
-        click.echo(f"episode {meta.episode_id} (position {position % len(kdb)}): {meta.num_frames} frames "
+        click.echo(f"episode {meta.episode_id} (position {position % len(reader)}): {meta.num_frames} frames "
                    f"at {meta.fps:g} fps")
         click.echo(f"  embodiment: {meta.embodiment!r}  task: {meta.task!r}")
         click.echo(f"  success: {meta.success}  total_reward: {meta.total_reward}")
         click.echo(f"  state_dim: {meta.state_dim}  action_dim: {meta.action_dim}  "
                    f"terminal frames: {int((data.terminals != 0).sum())}")
-        for record in kdb.image_records(position, 0) if meta.num_frames else []:
+        for record in reader.image_records(position, 0) if meta.num_frames else []:
             kind = "compressed" if record.compressed else "raw"
             click.echo(f"  camera {record.camera!r}: {record.width}x{record.height}x{record.channels} {kind}")
         if png:
             from ..kdb.plot import episode_png
 
-            episode_png(kdb, position, png, frames=frames)
+            episode_png(reader, position, png, frames=frames)
             click.echo(f"  picture: {png}")
