@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import subprocess
 import sys
 
@@ -174,7 +175,9 @@ def test_validate_many_files(cli, demos, tmp_path):
     unknown = tmp_path / "x.bin"
     unknown.write_bytes(b"\0" * 64)
     missing = tmp_path / "missing.kdb"
-    files = [*demos.values(), bad, unknown, missing]
+    folder = tmp_path / "folder.kas"
+    folder.mkdir()
+    files = [*demos.values(), bad, unknown, folder, missing]
     result = cli("validate", *files)
     assert result.returncode == 1 and result.stderr == b""
     lines = result.stdout.decode().splitlines()
@@ -182,8 +185,9 @@ def test_validate_many_files(cli, demos, tmp_path):
     for path, line in zip(files, lines):
         assert line.startswith(f"{path}: "), line
     assert lines[:len(demos)] == [f"{path}: valid {name} file" for name, path in demos.items()]
-    assert lines[-3].startswith(f"{bad}: kastore: ")
-    assert "not a file of any known format" in lines[-2]
+    assert lines[-4].startswith(f"{bad}: kastore: ")
+    assert "not a file of any known format" in lines[-3]
+    assert lines[-2] == f"{folder}: Is a directory"
     assert lines[-1] == f"{missing}: No such file or directory"
     assert cli("validate", *demos.values()).returncode == 0
     assert cli("validate").returncode == 2
@@ -268,3 +272,28 @@ def test_closed_stdout_ends_every_verb_quietly(cli_argv, kas_file, tmp_path, arg
         os.close(write_end)
     assert result.returncode in PIPE_CLOSED
     assert result.stderr == b"", result.stderr.decode()
+
+
+def test_progress_bar_draws_on_a_terminal_only(cli_argv, demos, tmp_path):
+    argv, env = cli_argv("kdb", "export", demos["kdb"], tmp_path / "a.npz")
+    terminal, other_end = pty.openpty()
+    try:
+        with subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=other_end) as process:
+            os.close(other_end)  # read while it runs: a full terminal buffer would block the bar
+            drawn = b""
+            while chunk := _read_terminal(terminal):
+                drawn += chunk
+        assert process.returncode == 0
+    finally:
+        os.close(terminal)
+    assert b"episodes" in drawn and b"3/3" in drawn  # the shared bar, on stderr
+    piped = subprocess.run(cli_argv("kdb", "export", demos["kdb"], tmp_path / "b.npz")[0], check=False, env=env,
+                           capture_output=True, timeout=300)
+    assert piped.returncode == 0 and piped.stderr == b""  # no bar in pipes and logs
+
+
+def _read_terminal(fd: int) -> bytes:
+    try:
+        return os.read(fd, 65536)
+    except OSError:  # EIO: the other end is closed and everything was read
+        return b""

@@ -103,7 +103,7 @@ def _file_report(file: str) -> dict[str, Any]:
 
 
 @main.command()
-@click.argument("files", metavar="FILE...", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("files", metavar="FILE...", nargs=-1, required=True, type=click.Path())
 @json_option
 @click.pass_context
 def validate(ctx: click.Context, files: tuple[str, ...], as_json: bool) -> None:
