@@ -528,7 +528,10 @@ def locked(path: PathLike) -> Iterator[int]:
 
     A second updater waits until the first has finished. When the file was
     replaced by a rename while we waited, the lock is taken again on the file
-    now at ``path``, so every updater works on the current file.
+    now at ``path``, so every updater works on the current file. Read the file
+    through another descriptor (``Source.open(path)``): a memory map dups the
+    descriptor it maps, and a map kept alive (by an exception's traceback)
+    would hold the lock past this block.
     """
     import fcntl
 

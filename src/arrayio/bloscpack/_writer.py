@@ -243,7 +243,7 @@ def append_file(orig_file: Any, new_data: np.ndarray, blosc_args: Any = None,
     """
     name = os.fsdecode(orig_file)
     with locked(orig_file) as fd:
-        with Source.from_fd(fd, ERRORS, name=name) as source:
+        with Source.open(name, ERRORS) as source:  # its own descriptor: a map dups it, which would hold the lock
             reader = BloscpackFile(source)
             header = reader.header
             if reader.offsets is None:
@@ -302,7 +302,7 @@ def rewrite_metadata(path: Any, metadata: Any, checksum: str | None = None, code
     """
     name = os.fsdecode(path)
     with locked(path) as fd:
-        with Source.from_fd(fd, ERRORS, name=name) as source:
+        with Source.open(name, ERRORS) as source:  # its own descriptor: a map dups it, which would hold the lock
             reader = BloscpackFile(source)
             section = reader.metadata_section
             if section is None:

@@ -209,7 +209,7 @@ def update_metadata(path: Any, changes: Mapping[str, Any]) -> int:
     name = os.fsdecode(path)
     # Concurrent updaters take turns (flock), so no merge reads a map another one is replacing.
     with locked(path) as fd:
-        with Source.from_fd(fd, ERRORS, name=name) as source:
+        with Source.open(name, ERRORS) as source:  # its own descriptor: a map dups it, which would hold the lock
             check_preamble(source)
             slots = read_slots(source)
             active = require_active(slots)
