@@ -189,8 +189,10 @@ def _merge(current: Mapping[str, Any], changes: Mapping[str, Any], path: str = "
             continue
         if value is None:
             merged.pop(key, None)
-        elif isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
-            merged[key] = _merge(merged[key], value, f"{path}{key}.")
+        elif isinstance(value, Mapping):
+            # A map merges into the map there (or into nothing), so None inside it deletes at any depth.
+            base = merged.get(key)
+            merged[key] = _merge(base if isinstance(base, Mapping) else {}, value, f"{path}{key}.")
         else:
             merged[key] = value
     return merged
