@@ -20,7 +20,11 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 import arrayio
 from arrayio import bloscpack, pycauset
-from arrayio.bloscpack import MetadataSectionTooSmall, NoChangeInMetadata, NotEnoughSpace
+from arrayio.bloscpack import (
+    MetadataSectionTooSmall,
+    NoChangeInMetadata,
+    NotEnoughSpace,
+)
 
 CHUNK = 256
 SLOTS = 6
