@@ -61,7 +61,7 @@ def main() -> None:
     print("| --- | --- | --- | --- | --- |")
     print("\n".join(fault_rows))
     print()
-    print("| writer | duration (ms) | kills at I/O calls | kills at random times | neither old nor new "
+    print("| writer | duration, median of 4 (ms) | kills at I/O calls | kills at random times | neither old nor new "
           "| temp files left by kills |")
     print("| --- | --- | --- | --- | --- | --- |")
     print("\n".join(kill_rows))

@@ -53,3 +53,21 @@ def test_unsupported_directory_fsync_is_skipped(tmp_path):
     with injected(FaultInjector(position, errno.EINVAL)):
         kastore.dump({"a": np.ones(3)}, tmp_path / "y.kas")
     assert np.array_equal(kastore.load(tmp_path / "y.kas")["a"], np.ones(3))
+
+
+def test_kdb_spool_failure_names_the_target_and_discards_the_file(tmp_path):
+    from arrayio import kdb
+
+    target = tmp_path / "e.kdb"
+    target.write_bytes(b"old")
+    with pytest.raises(WriteError) as raised, kdb.Writer(target) as writer:
+        writer.begin_episode(state_dim=1, action_dim=1)
+        writer.add_frame([0.0], [0.0])
+
+        def full(data):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        writer._episode.images.write = full  # the spool of a long streamed episode spills to disk
+        writer.add_frame([1.0], [1.0])
+    assert str(raised.value) == f"write of {target} failed: [Errno 28] No space left on device"
+    assert target.read_bytes() == b"old" and [p.name for p in tmp_path.iterdir()] == ["e.kdb"]
