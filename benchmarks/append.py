@@ -24,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+# benchmarks/bloscpack.py would shadow the reference package: drop this folder from the path
+sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from arrayio import bloscpack  # noqa: E402
