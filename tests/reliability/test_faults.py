@@ -13,8 +13,8 @@ from arrayio import WriteError, kastore
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
-def test_every_fault_leaves_old_or_new(case, tmp_path):
-    report = fault_matrix(case, tmp_path)
+def test_every_fault_leaves_old_or_new(case, memory_folder):
+    report = fault_matrix(case, memory_folder)
     assert report.faults == report.calls * len(ERRNOS) > 0
     assert {"write", "fsync"} <= set(report.operations)
     if not case.in_place or case.name.startswith("bloscpack"):
