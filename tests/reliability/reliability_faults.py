@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import os
 import shutil
 from collections import Counter
 from dataclasses import dataclass, field
@@ -44,7 +45,7 @@ class FaultInjector:
         self.calls.append((operation, path))
         if len(self.calls) == self.fail_at:
             self.fired = (operation, path)
-            raise OSError(self.code, __import__("os").strerror(self.code))
+            raise OSError(self.code, os.strerror(self.code))
 
 
 @contextlib.contextmanager
@@ -75,7 +76,7 @@ def check_error(error: BaseException, fired: tuple[str, str], code: int) -> None
     if isinstance(error, CliFailure):
         assert error.code == 1, error
         line = error.stderr.strip()
-        assert line == f"arrayio: {operation} of {path} failed: [Errno {code}] {__import__('os').strerror(code)}", line
+        assert line == f"arrayio: {operation} of {path} failed: [Errno {code}] {os.strerror(code)}", line
         return
     assert isinstance(error, WriteError), repr(error)
     assert error.errno == code and error.operation == operation and error.path == path, (error, fired)

@@ -13,7 +13,6 @@ another folder than the target's (the full-disk test keeps them off the small tm
 from __future__ import annotations
 
 import contextlib
-import io
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -126,9 +125,12 @@ class Case:
 
 
 def _inputs(folder: Path) -> None:
-    (folder / "input.kas").exists() or kastore.dump(KEYED_NEW, folder / "input.kas")
-    (folder / "input.bin").exists() or (folder / "input.bin").write_bytes(BYTES_NEW)
-    (folder / "appended.bin").exists() or (folder / "appended.bin").write_bytes(APPENDED)
+    """The inputs some writers read (made once per folder)."""
+    if not (folder / "input.kas").exists():
+        kastore.dump(KEYED_NEW, folder / "input.kas")
+    for name, data in (("input.bin", BYTES_NEW), ("appended.bin", APPENDED)):
+        if not (folder / name).exists():
+            (folder / name).write_bytes(data)
 
 
 def _old_blp(path: Path, inputs: Path) -> None:
@@ -179,7 +181,3 @@ def temp_files(folder: Path) -> list[str]:
     return sorted(name for name in os.listdir(folder) if name.endswith(".tmp") or name.startswith("tmp"))
 
 
-def quiet(function: Callable[[], None]) -> None:
-    """Run ``function`` with stdout captured (the CLI echoes a line on success)."""
-    with contextlib.redirect_stdout(io.StringIO()):
-        function()
