@@ -477,14 +477,16 @@ def copy_range(source_fd: int, stream: BinaryIO, offset: int, length: int, path:
     out_fd = stream.fileno()
     position = offset
     end = offset + length
+    kernel_copy = getattr(os, "copy_file_range", None)  # Linux only
     while position < end:
-        try:
-            copied = _os_call("write", path, os.copy_file_range, source_fd, out_fd, end - position,
-                              position, position)
-        except WriteError as error:
-            if error.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
-                raise
-            copied = 0
+        copied = 0
+        if kernel_copy is not None:
+            try:
+                copied = _os_call("write", path, kernel_copy, source_fd, out_fd, end - position, position, position)
+            except WriteError as error:
+                if error.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+                    raise
+                kernel_copy = None
         if not copied:
             stream.seek(position)
             data = os.pread(source_fd, min(end - position, 1 << 24), position)
@@ -533,11 +535,16 @@ def locked(path: PathLike) -> Iterator[int]:
     descriptor it maps, and a map kept alive (by an exception's traceback)
     would hold the lock past this block.
     """
-    import fcntl
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: updaters are not serialised there
+        fcntl = None  # type: ignore[assignment]
 
     name = os.fsdecode(path)
     while True:
         fd = os.open(name, os.O_RDWR)
+        if fcntl is None:
+            break
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             current = os.stat(name)

@@ -71,3 +71,15 @@ def test_kdb_spool_failure_names_the_target_and_discards_the_file(tmp_path):
         writer.add_frame([1.0], [1.0])
     assert str(raised.value) == f"write of {target} failed: [Errno 28] No space left on device"
     assert target.read_bytes() == b"old" and [p.name for p in tmp_path.iterdir()] == ["e.kdb"]
+
+
+def test_append_without_a_kernel_copy_gives_the_same_file(tmp_path, monkeypatch):
+    from reliability_writers import BY_NAME
+
+    case = BY_NAME["bloscpack append"]
+    expected = case.new_bytes(tmp_path / "kernel")
+    monkeypatch.delattr("os.copy_file_range")  # not Linux
+    target = tmp_path / case.target
+    case.prepare(target, tmp_path)
+    case.run(target, tmp_path)
+    assert target.read_bytes() == expected
