@@ -281,7 +281,7 @@ class Source:
 #
 # Every write, fsync, truncate and rename a writer makes passes through ``_os_call``: the one place
 # where an OS error becomes a WriteError naming the operation and the path, and the one place a
-# test can make the N-th such call fail (``fault_hook``; tests/reliability/faults.py sets it).
+# test can make the N-th such call fail (``fault_hook``; tests/reliability/reliability_faults.py sets it).
 
 fault_hook: Callable[[str, str], None] | None = None
 
@@ -316,7 +316,7 @@ def _describe_fd(fd: int) -> str:
 
 
 class GuardedFile(io.FileIO):
-    """An unbuffered file whose writes, truncates and fsyncs go through the I/O seam, named ``path``."""
+    """An unbuffered file whose writes and truncates go through the I/O seam, its errors naming ``path``."""
 
     def __init__(self, fd: int, path: str, closefd: bool = True) -> None:
         super().__init__(fd, "wb", closefd=closefd)
