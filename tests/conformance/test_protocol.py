@@ -58,7 +58,7 @@ def test_every_access_after_close_raises_closed_error(format_name, demo):
         with pytest.raises(arrayio.ClosedError):
             getattr(reader, name)
         touched.append(name)
-    for name, member in inspect.getmembers_static(type(reader)):
+    for name, _member in inspect.getmembers_static(type(reader)):
         if name.startswith("_") or name in OPEN_OR_CLOSED:
             continue
         with pytest.raises(arrayio.ClosedError) as raised:
@@ -74,8 +74,8 @@ def test_every_access_after_close_raises_closed_error(format_name, demo):
         assert isinstance(raised.value, ValueError)
         assert raised.value.args[0].startswith(f"{format_name}: ")
         touched.append(name)
-    dunders = {"__len__": len, "__iter__": lambda r: next(iter(r)), "__getitem__": lambda r: r[0], "__contains__": lambda r: 0 in r,
-               "__array__": np.asarray}
+    dunders = {"__len__": len, "__iter__": lambda r: next(iter(r)), "__getitem__": lambda r: r[0],
+               "__contains__": lambda r: 0 in r, "__array__": np.asarray}
     for name, access in dunders.items():
         if hasattr(type(reader), name):
             with pytest.raises(arrayio.ClosedError):
