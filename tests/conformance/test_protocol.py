@@ -39,7 +39,8 @@ def test_every_format_declares_how_to_read_it_and_its_structure():
     assert set(STRUCTURE) == set(FORMATS) == set(FREE)
 
 
-def test_open_returns_a_reader(format_name, demo):
+def test_open_returns_a_reader(format_name, demo, module):
+    assert module.FORMAT_NAME == format_name
     with arrayio.open(demo) as reader:
         assert isinstance(reader, arrayio.Reader)
         assert reader.format == format_name
