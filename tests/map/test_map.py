@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from arrayio import Problem, bytemap, kdb
+from arrayio import Problem, bloscpack, bytemap, kdb
 from arrayio.bytemap import Section, tile, tiling_errors
 
 FORMATS = ("kastore", "kast", "bloscpack", "kdb", "pycauset")
@@ -89,8 +89,8 @@ def corrupt(name: str, data: bytes) -> tuple[bytes, int]:
     elif name == "kast":  # item 0 data_offset
         at = 40 + 24
     elif name == "bloscpack":  # chunk 1's blosc header version
-        offsets = np.frombuffer(data, dtype="<i8", count=2, offset=728)
-        at = int(offsets[1])
+        with bloscpack.open(data) as reader:  # where the offsets table says (it follows the metadata's room)
+            at = int(reader.offsets[1])
     elif name == "kdb":  # episode 1 index entry: actions_length
         index_offset = struct.unpack_from("<Q", data, 24)[0]
         at = index_offset + 64 + 24
