@@ -387,10 +387,15 @@ def decode_batch(batch: Mapping[str, Any], device: Any = "cpu", *, image_format:
     ``device="cuda"`` decodes each camera's JPEGs in one batched nvJPEG call
     (``torchvision.io.decode_jpeg``); PNG or raw images, or a machine without
     CUDA or torchvision, raise unless ``fallback=True``, which decodes those on
-    the CPU instead. ``image_format="float"`` gives float32 in [0, 1].
+    the CPU instead (and keeps everything on the CPU when there is no CUDA). ``image_format="float"`` gives float32 in [0, 1].
     """
     _check_image_format(image_format)
     target = torch.device(device)
+    if target.type == "cuda" and not torch.cuda.is_available():
+        if not fallback:
+            raise ValueError(f"kdb: cannot decode on {target}: CUDA is not available (pass fallback=True to "
+                             "decode on the CPU instead)")
+        target = torch.device("cpu")
     cameras = packed_cameras(batch)
     if not cameras and any(key.startswith("image.") and isinstance(value, list) for key, value in batch.items()):
         raise ValueError("kdb: this batch holds lists of image bytes: build the DataLoader with "
