@@ -11,8 +11,8 @@ from kdb_cases import gradient_frames
 
 torch = pytest.importorskip("torch")
 
-from arrayio import kdb  # noqa: E402
-from arrayio.kdb.torch import (  # noqa: E402
+from arrayio import kdb
+from arrayio.kdb.torch import (
     EpisodeDataset,
     FrameDataset,
     MixtureDataset,

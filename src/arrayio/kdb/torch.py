@@ -23,6 +23,7 @@ the files itself the first time it reads (a map is never shared across processes
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -244,7 +245,7 @@ class FrameDataset(Dataset):
             if images:
                 self._gather_images(kdb, position, members, images, rows, image_state)
         for output in self.outputs:
-            clamped, pad = rows[output.key]
+            pad = rows[output.key][1]
             if output.field in _STEP_FIELDS:
                 values = batch[output.key]
                 if output.field == "terminal":
@@ -475,7 +476,7 @@ def _decode_cuda(data: torch.Tensor, offsets: torch.Tensor, lead: tuple[int, ...
     from torchvision.io import ImageReadMode, decode_jpeg
 
     starts = offsets.tolist()
-    pieces = [data[start:end] for start, end in zip(starts[:-1], starts[1:])]
+    pieces = [data[start:end] for start, end in itertools.pairwise(starts)]
     mode = ImageReadMode.GRAY if channels == 1 else ImageReadMode.RGB
     decoded = decode_jpeg(pieces, mode=mode, device=device)
     images = torch.stack(decoded).reshape(*lead, *decoded[0].shape) if decoded else torch.empty(
