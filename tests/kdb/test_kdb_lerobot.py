@@ -8,7 +8,14 @@ import json
 
 import numpy as np
 import pytest
-from lerobot_cases import CAMERA, FPS, TASKS, closest_frame, write_lerobot_v21, write_lerobot_v30
+from lerobot_cases import (
+    CAMERA,
+    FPS,
+    TASKS,
+    closest_frame,
+    write_lerobot_v21,
+    write_lerobot_v30,
+)
 
 from arrayio import kdb
 from arrayio.kdb.lerobot import export_lerobot, ingest_lerobot
