@@ -21,6 +21,10 @@ import numpy as np
 from .reader import KdbFile, open_file
 
 _GLOB_CHARACTERS = frozenset("*?[")
+# Parsed image tables kept per process, in images (about 40 bytes each): the oldest episodes go first.
+IMAGE_TABLE_BUDGET = 1 << 22
+IMAGE_TABLE_DTYPE = np.dtype([("offset", np.int64), ("length", np.int64), ("height", np.int64),
+                              ("width", np.int64), ("channels", np.int64), ("format", np.int64)])
 
 
 def resolve_sources(source: Any) -> list[Any]:
@@ -64,6 +68,9 @@ class ShardSet:
         shards, positions, frames, fps = [], [], [], []
         self.cameras: list[str] = []
         self._files: dict[int, KdbFile] = {}
+        self._tables: dict[tuple[int, int], dict[str, np.ndarray]] = {}
+        self._table_sizes: dict[tuple[int, int], int] = {}
+        self._table_images = 0
         self._pid = os.getpid()
         for shard in range(len(self.sources)):
             kdb = self.file(shard)
@@ -94,11 +101,40 @@ class ShardSet:
     def file(self, shard: int) -> KdbFile:
         """This process's open handle of shard ``shard`` (opened on first use, again after a fork)."""
         if self._pid != os.getpid():
-            self._files, self._pid = {}, os.getpid()
+            self._files, self._tables, self._table_sizes, self._table_images = {}, {}, {}, 0
+            self._pid = os.getpid()
         kdb = self._files.get(shard)
         if kdb is None:
             kdb = self._files[shard] = open_file(self.sources[shard], on_bad_image=self.on_bad_image)
         return kdb
+
+    def image_table(self, shard: int, position: int) -> dict[str, np.ndarray]:
+        """Camera -> (frames,) table of where each frame's image is and what its record says (length -1:
+        no image); each episode's image records are parsed once per process."""
+        key = (shard, position)
+        table = self._tables.get(key)
+        if table is None:
+            kdb = self.file(shard)
+            frames = kdb.entry(position).num_frames
+            table = {}
+            for frame in range(frames):
+                for record in kdb.image_records(position, frame):
+                    column = table.get(record.camera)
+                    if column is None:
+                        column = table[record.camera] = np.zeros(frames, IMAGE_TABLE_DTYPE)
+                        column["length"] = -1
+                    if column["length"][frame] < 0:  # a repeated camera name: the first record counts
+                        column[frame] = (record.offset, record.length, record.height, record.width,
+                                         record.channels, record.format)
+            images = frames * max(1, len(table))
+            while self._tables and self._table_images + images > IMAGE_TABLE_BUDGET:
+                oldest = next(iter(self._tables))
+                del self._tables[oldest]
+                self._table_images -= self._table_sizes.pop(oldest)
+            self._tables[key] = table
+            self._table_sizes[key] = images
+            self._table_images += images
+        return table
 
     def locate(self, frames: np.ndarray) -> np.ndarray:
         """Global episode of each global frame number (numbers already checked to be in range)."""
@@ -117,7 +153,7 @@ class ShardSet:
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
-        state["_files"] = {}
+        state.update(_files={}, _tables={}, _table_sizes={}, _table_images=0)
         return state
 
     def __setstate__(self, state: dict) -> None:

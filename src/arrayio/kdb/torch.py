@@ -36,7 +36,8 @@ from torch.utils.data import default_collate as _default_collate
 from . import _images
 from ._images import JPEG_MAGIC
 from ._layout import ImageDecodeError
-from ._shards import ShardSet, frame_offsets
+from ._shards import IMAGE_TABLE_DTYPE, ShardSet, frame_offsets
+from .reader import ImageRecord
 
 __all__ = ["EpisodeDataset", "FrameDataset", "MixtureDataset", "collate", "decode_batch"]
 
@@ -55,13 +56,17 @@ def _check_image_format(image_format: str) -> None:
 
 
 def _image_tensor(pixels: np.ndarray, image_format: str) -> torch.Tensor:
-    """(..., H, W, C) uint8 -> (..., C, H, W) tensor, float32 in [0, 1] or uint8."""
+    """(..., H, W, C) uint8 -> (..., C, H, W) tensor, uint8 or float32 in [0, 1], without a transposing copy.
+
+    The result is a channels-last view (strides of the decoded HWC pixels): a
+    transposing copy costs as much as a third of the JPEG decode. Call
+    ``.contiguous()`` where an operation needs channels-first memory.
+    """
     lead = pixels.ndim - 3
-    channels_first = torch.from_numpy(pixels).permute(*range(lead), lead + 2, lead, lead + 1)
+    tensor = torch.from_numpy(pixels)
     if image_format == "float":
-        out = torch.empty(channels_first.shape, dtype=torch.float32)
-        return out.copy_(channels_first).mul_(np.float32(1 / 255))
-    return channels_first.contiguous()
+        tensor = tensor.to(torch.float32).mul_(np.float32(1 / 255))
+    return tensor.permute(*range(lead), lead + 2, lead, lead + 1)
 
 
 @dataclass(frozen=True)
@@ -224,14 +229,14 @@ class FrameDataset(Dataset):
         rows = {output.key: self._rows(output, episodes, local, lengths) for output in self.outputs}
         batch: dict[str, Any] = {}
         order = np.argsort(episodes, kind="stable")
-        cuts = np.flatnonzero(np.diff(episodes[order])) + 1
-        groups = np.split(order, cuts)
+        bounds = [0, *(np.flatnonzero(np.diff(episodes[order])) + 1).tolist(), len(order)]
+        groups = [order[start:end] for start, end in itertools.pairwise(bounds)]
         low_dim = [output for output in self.outputs if output.field in _STEP_FIELDS]
         for output in low_dim:
             batch[output.key] = None
         images = [output for output in self.outputs if output.field not in _STEP_FIELDS]
         image_state = {output.key: _ImageGather(len(frames), rows[output.key][0].shape[1],
-                                                self.decode != "cpu") for output in images}
+                                                output.field[len("image."):]) for output in images}
         for members in groups:
             episode = int(episodes[members[0]])
             kdb = shards.file(int(shards.episode_shard[episode]))
@@ -243,7 +248,7 @@ class FrameDataset(Dataset):
                     batch[output.key] = np.empty((len(frames), *values.shape[1:]), values.dtype)
                 batch[output.key][members] = values
             if images:
-                self._gather_images(kdb, position, members, images, rows, image_state)
+                self._gather_images(int(shards.episode_shard[episode]), position, members, images, rows, image_state)
         for output in self.outputs:
             pad = rows[output.key][1]
             if output.field in _STEP_FIELDS:
@@ -255,10 +260,10 @@ class FrameDataset(Dataset):
             else:
                 gathered = image_state[output.key]
                 if self.decode == "cpu":
-                    pixels = gathered.pixels if output.windowed else gathered.pixels[:, 0]
-                    batch[output.key] = _image_tensor(pixels, self.image_format)
+                    pixels = gathered.decode(shards)
+                    batch[output.key] = _image_tensor(pixels if output.windowed else pixels[:, 0], self.image_format)
                 else:
-                    batch.update(gathered.packed(output.key, output.windowed))
+                    batch.update(gathered.packed(shards, output.key, output.windowed))
             if output.pad_key is not None:
                 batch[output.pad_key] = torch.from_numpy(pad)
         batch["episode"] = torch.from_numpy(shards.episode_position[episodes])
@@ -283,94 +288,98 @@ class FrameDataset(Dataset):
         clamped = np.clip(wanted, 0, lengths[:, None] - 1)
         return clamped, clamped != wanted
 
-    def _gather_images(self, kdb: Any, position: int, members: np.ndarray, images: list[_Output],
+    def _gather_images(self, shard: int, position: int, members: np.ndarray, images: list[_Output],
                        rows: dict[str, tuple[np.ndarray, np.ndarray]], state: dict[str, _ImageGather]) -> None:
-        """Decode (or locate) every image the items ``members`` of one episode need, each frame's records parsed once."""
-        records_by_frame: dict[int, dict[str, Any]] = {}
+        """Note where every image the items ``members`` of one episode need is stored, from the episode's
+        image table (its records parsed once per process)."""
+        tables = self.shards.image_table(shard, position)
         for output in images:
             camera = output.field[len("image."):]
+            frames = rows[output.key][0][members]
+            table = tables.get(camera)
+            missing = frames.reshape(-1) if table is None else frames.reshape(-1)[table["length"][frames.reshape(-1)] < 0]
+            if len(missing):
+                raise KeyError(f"kdb: shard {shard} episode {position} frame {int(missing[0])} has no image of "
+                               f"camera {camera!r}")
             gather = state[output.key]
-            clamped = rows[output.key][0]
-            done: dict[int, tuple[int, int]] = {}
-            for member in members:
-                for slot, frame in enumerate(clamped[member].tolist()):
-                    if frame in done:
-                        gather.copy((int(member), slot), done[frame])
-                        continue
-                    records = records_by_frame.get(frame)
-                    if records is None:
-                        records = records_by_frame[frame] = {}
-                        for record in kdb.image_records(position, frame):
-                            records.setdefault(record.camera, record)
-                    record = records.get(camera)
-                    if record is None:
-                        raise KeyError(f"kdb: episode {position} frame {frame} has no image of camera {camera!r}")
-                    gather.put(kdb, record, (int(member), slot), f"episode {position} frame {frame}")
-                    done[frame] = (int(member), slot)
+            gather.records[members] = table[frames]
+            gather.shard[members] = shard
+            gather.frame_keys[members] = frames + self.shards.first_frames[self._episode_of(shard, position)]
+
+    def _episode_of(self, shard: int, position: int) -> int:
+        """Global episode number of episode ``position`` of ``shard``."""
+        return int(np.searchsorted(self.shards.episode_shard, shard, side="left")) + position
 
 
 class _ImageGather:
-    """The images of one output for a batch: decoded into one (B, n, H, W, C) array, or their stored bytes."""
+    """The images of one output for a batch: where each is stored, then decoded into one
+    (B, n, H, W, C) array or packed as stored bytes."""
 
-    def __init__(self, size: int, window: int, keep_bytes: bool) -> None:
-        self.size, self.window, self.keep_bytes = size, window, keep_bytes
-        self.pixels: np.ndarray | None = None
-        self.pieces: list[Any] = [None] * (size * window)
-        self.sizes = np.zeros((size, window, 4), np.int32)
+    def __init__(self, size: int, window: int, camera: str) -> None:
+        self.size, self.window, self.camera = size, window, camera
+        self.records = np.zeros((size, window), IMAGE_TABLE_DTYPE)
+        self.shard = np.zeros((size, window), np.int64)
+        self.frame_keys = np.zeros((size, window), np.int64)
 
-    def put(self, kdb: Any, record: Any, slot: tuple[int, int], where: str) -> None:
-        """Store the image of ``record`` at ``slot``."""
-        if self.keep_bytes:
-            self.pieces[slot[0] * self.window + slot[1]] = kdb.source.view(record.offset, record.length, where)
-            self.sizes[slot] = (record.height, record.width, record.channels, record.format)
-            return
-        if self.pixels is not None:
-            target = self.pixels[slot]
-            if (record.height, record.width) == target.shape[:2] and _decode_into(kdb, record, target):
-                return
-        pixels = kdb.decode_image(record)
-        if self.pixels is None:
-            self.pixels = np.empty((self.size, self.window, *pixels.shape), np.uint8)
-        if pixels.shape != self.pixels.shape[2:]:
-            raise ValueError(f"kdb: {where} camera {record.camera!r} is {pixels.shape}, earlier images of the "
-                             f"batch are {self.pixels.shape[2:]}; a batch needs one image size per camera")
-        self.pixels[slot] = pixels
-
-    def copy(self, slot: tuple[int, int], source: tuple[int, int]) -> None:
-        """Repeat the image at ``source`` at ``slot`` (a window that reaches the same frame twice)."""
-        if self.keep_bytes:
-            self.pieces[slot[0] * self.window + slot[1]] = self.pieces[source[0] * self.window + source[1]]
-            self.sizes[slot] = self.sizes[source]
-        else:
-            self.pixels[slot] = self.pixels[source]
-
-    def packed(self, key: str, windowed: bool) -> dict[str, torch.Tensor]:
+    def packed(self, shards: ShardSet, key: str, windowed: bool) -> dict[str, torch.Tensor]:
         """``key``: every stored image's bytes in one uint8 tensor; ``key_offsets``: (count + 1,) int64
         starts; ``key_sizes``: (B[, n], 4) int32 height, width, channels, format byte."""
-        lengths = np.fromiter((len(piece) for piece in self.pieces), np.int64, len(self.pieces))
-        offsets = np.zeros(len(lengths) + 1, np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-        data = torch.empty(int(offsets[-1]), dtype=torch.uint8)
-        flat = data.numpy()
-        for start, piece in zip(offsets[:-1].tolist(), self.pieces):
-            flat[start:start + len(piece)] = np.frombuffer(piece, np.uint8)
-        sizes = self.sizes if windowed else self.sizes[:, 0]
-        return {key: data, key + "_offsets": torch.from_numpy(offsets), key + "_sizes": torch.from_numpy(sizes)}
+        sources = {owner: shards.file(owner).source for owner in np.unique(self.shard).tolist()}
+        pieces = []
+        for start, length, owner in zip(self.records["offset"].reshape(-1).tolist(),
+                                        self.records["length"].reshape(-1).tolist(), self.shard.reshape(-1).tolist()):
+            source = sources[owner]
+            buffer = source.buffer
+            pieces.append(buffer[start:start + length] if buffer is not None else source.view(start, length, "image"))
+        records = self.records
+        sizes = np.stack([records["height"], records["width"], records["channels"], records["format"]],
+                         -1).astype(np.int32)
+        return {**_pack(key, pieces), key + "_sizes": torch.from_numpy(sizes if windowed else sizes[:, 0])}
 
-
-def _decode_into(kdb: Any, record: Any, target: np.ndarray) -> bool:
-    """Decode a JPEG record straight into ``target`` with simplejpeg; False when another path must do it."""
-    if not record.compressed or _images.simplejpeg is None or target.shape[2] not in (1, 3):
-        return False
-    data = kdb.source.view(record.offset, record.length, "image")
-    if bytes(data[:3]) != JPEG_MAGIC:
-        return False
-    try:
-        decoded = _images.simplejpeg.decode_jpeg(data, colorspace="GRAY" if target.shape[2] == 1 else "RGB",
-                                                 buffer=target)
-    except Exception:  # noqa: BLE001 - the slow path below reports the precise error
-        return False
-    return decoded.shape == target.shape
+    def decode(self, shards: ShardSet) -> np.ndarray:
+        """All images decoded into one (B, n, H, W, C) uint8 array, each distinct frame once."""
+        records = self.records.reshape(-1)
+        _, first, inverse = np.unique(self.frame_keys.reshape(-1), return_index=True, return_inverse=True)
+        chosen = records[first]
+        formats, channels = chosen["format"], chosen["channels"]
+        decoded_channels = np.where((formats == 0) | np.isin(channels, (1, 3, 4)), channels, 3)
+        shapes = np.stack([chosen["height"], chosen["width"], decoded_channels], -1)
+        shape = tuple(shapes[0].tolist())
+        wrong = np.flatnonzero((shapes != shape).any(-1))
+        if len(wrong):
+            raise ValueError(f"kdb: camera {self.camera!r} has images of {tuple(shapes[wrong[0]].tolist())} and "
+                             f"{shape} in one batch; a batch needs one image size per camera")
+        pixels = np.empty((self.size * self.window, *shape), np.uint8)
+        fast = _images.simplejpeg is not None and shape[2] in (1, 3)
+        colorspace = "GRAY" if shape[2] == 1 else "RGB"
+        owners = self.shard.reshape(-1)[first].tolist()
+        sources = {owner: shards.file(owner).source for owner in set(owners)}
+        for place, offset, length, fmt, owner in zip(first.tolist(), chosen["offset"].tolist(),
+                                                     chosen["length"].tolist(), formats.tolist(), owners):
+            target = pixels[place]
+            source = sources[owner]
+            if fast and fmt:
+                buffer = source.buffer
+                data = buffer[offset:offset + length] if buffer is not None else source.view(offset, length, "image")
+                if data[:3] == JPEG_MAGIC:
+                    try:
+                        if _images.simplejpeg.decode_jpeg(data, colorspace=colorspace, buffer=target).shape == shape:
+                            continue
+                    except Exception:  # noqa: BLE001, S110 - the reader below reports the precise error
+                        pass
+            record = records[place]
+            kdb = shards.file(owner)
+            image = ImageRecord(self.camera, int(record["width"]), int(record["height"]), int(record["channels"]),
+                                fmt, offset, length)
+            decoded = kdb.decode_image(image)
+            if decoded.shape != shape:
+                raise ValueError(f"kdb: camera {self.camera!r} at byte {offset} decodes to {decoded.shape}, the "
+                                 f"batch holds {shape}")
+            target[...] = decoded
+        repeats = np.flatnonzero(np.arange(len(inverse)) != first[inverse])
+        if len(repeats):
+            pixels[repeats] = pixels[first[inverse[repeats]]]
+        return pixels.reshape(self.size, self.window, *shape)
 
 
 # -- packed bytes ----------------------------------------------------------------------------------
@@ -440,18 +449,27 @@ def _decode_cpu(key: str, data: torch.Tensor, offsets: torch.Tensor, sizes: np.n
     flat, starts = data.numpy(), offsets.tolist()
     decoded_channels = channels if channels in (1, 3, 4) else 3
     pixels = np.empty((len(sizes), height, width, decoded_channels), np.uint8)
-    for slot in range(len(sizes)):
-        piece = flat[starts[slot]:starts[slot + 1]]
+    fast = _images.simplejpeg is not None and decoded_channels in (1, 3)
+    colorspace = "GRAY" if decoded_channels == 1 else "RGB"
+    for slot, (start, end) in enumerate(itertools.pairwise(starts)):
+        piece = flat[start:end]
         if sizes[slot, 3] == 0:  # a raw record: the pixels themselves
             if len(piece) != height * width * channels:
                 raise ValueError(f"kdb: {key} image {slot} has {len(piece)} raw bytes, expected "
                                  f"{height}x{width}x{channels}")
             pixels[slot] = piece.reshape(height, width, channels)
             continue
+        if fast and piece[:3].tobytes() == JPEG_MAGIC:
+            try:
+                if _images.simplejpeg.decode_jpeg(piece, colorspace=colorspace, buffer=pixels[slot]).shape == \
+                        pixels.shape[1:]:
+                    continue
+            except Exception:  # noqa: BLE001, S110 - the general decoder below reports the precise error
+                pass
         try:
             pixels[slot] = _images.decode(memoryview(piece), width, height, channels)
         except ValueError as error:
-            raise ImageDecodeError(format="kdb", field=f"{key} image {slot}", offset=starts[slot],
+            raise ImageDecodeError(format="kdb", field=f"{key} image {slot}", offset=start,
                                    expected="a decodable JPEG or PNG", found=str(error)) from None
     return pixels
 
@@ -651,10 +669,14 @@ def _merge(parts: list[tuple[np.ndarray, dict[str, Any]]], size: int, packed: se
             shapes = {tuple(batch[key].shape[1:]) for _, batch in parts}
             if len(shapes) > 1:
                 raise ValueError(f"kdb: mixture datasets give {key} of different shapes {sorted(shapes)}")
-            out = torch.empty((size, *first.shape[1:]), dtype=first.dtype)
+            # Merge in memory order (images are channels-last views): a transposing copy would cost a
+            # large part of the decode.
+            order = sorted(range(first.dim()), key=lambda dim: (dim != 0, -first.stride(dim)))
+            inverse = [order.index(dim) for dim in range(first.dim())]
+            out = torch.empty((size, *[first.shape[dim] for dim in order[1:]]), dtype=first.dtype)
             for members, batch in parts:
-                out[torch.from_numpy(members)] = batch[key]
-            merged[key] = out
+                out[torch.from_numpy(members)] = batch[key].permute(order)
+            merged[key] = out.permute(inverse)
         else:
             values: list[Any] = [None] * size
             for members, batch in parts:
@@ -662,6 +684,18 @@ def _merge(parts: list[tuple[np.ndarray, dict[str, Any]]], size: int, packed: se
                     values[member] = value
             merged[key] = values
     return merged
+
+
+def _pack(key: str, pieces: list[Any]) -> dict[str, torch.Tensor]:
+    """``key``: the pieces' bytes in one uint8 tensor; ``key_offsets``: (count + 1,) int64 starts."""
+    lengths = np.fromiter((len(piece) for piece in pieces), np.int64, len(pieces))
+    offsets = np.zeros(len(pieces) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    data = torch.empty(int(offsets[-1]), dtype=torch.uint8)
+    flat = data.numpy()
+    for start, piece in zip(offsets[:-1].tolist(), pieces):
+        flat[start:start + len(piece)] = np.frombuffer(piece, np.uint8)
+    return {key: data, key + "_offsets": torch.from_numpy(offsets)}
 
 
 def _merge_packed(parts: list[tuple[np.ndarray, dict[str, Any]]], key: str, size: int) -> dict[str, torch.Tensor]:
@@ -676,8 +710,4 @@ def _merge_packed(parts: list[tuple[np.ndarray, dict[str, Any]]], key: str, size
             for slot in range(per_item):
                 source = row * per_item + slot
                 pieces[member * per_item + slot] = flat[starts[source]:starts[source + 1]]
-    gather = _ImageGather(size, per_item, True)
-    gather.pieces = pieces
-    out = gather.packed(key, True)
-    out[key + "_sizes"] = torch.from_numpy(sizes)
-    return out
+    return {**_pack(key, pieces), key + "_sizes": torch.from_numpy(sizes)}
