@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from .reader import KdbFile, open_file
+from .reader import KdbFile
 
 _GLOB_CHARACTERS = frozenset("*?[")
 # Parsed image tables kept per process, in images (about 40 bytes each): the oldest episodes go first.
@@ -105,7 +105,11 @@ class ShardSet:
             self._pid = os.getpid()
         kdb = self._files.get(shard)
         if kdb is None:
-            kdb = self._files[shard] = open_file(self.sources[shard], on_bad_image=self.on_bad_image)
+            from . import (
+                open as open_kdb,  # the package's open: it is what learns new kinds of source (URLs)
+            )
+
+            kdb = self._files[shard] = open_kdb(self.sources[shard], on_bad_image=self.on_bad_image)
         return kdb
 
     def image_table(self, shard: int, position: int) -> dict[str, np.ndarray]:
