@@ -105,9 +105,8 @@ class ShardSet:
             self._pid = os.getpid()
         kdb = self._files.get(shard)
         if kdb is None:
-            from . import (
-                open as open_kdb,  # the package's open: it is what learns new kinds of source (URLs)
-            )
+            # The package's open, not the reader's: it is the one that learns new kinds of source (URLs).
+            from . import open as open_kdb
 
             kdb = self._files[shard] = open_kdb(self.sources[shard], on_bad_image=self.on_bad_image)
         return kdb
