@@ -73,15 +73,15 @@ class ShardSet:
         self._table_images = 0
         self._pid = os.getpid()
         for shard in range(len(self.sources)):
-            kdb = self.file(shard)
-            counts = kdb.index["num_frames"].astype(np.int64)
-            shards.append(np.full(len(counts), shard, np.int32))
-            positions.append(np.arange(len(counts), dtype=np.int64))
-            frames.append(counts)
-            if need_fps:
-                fps.append(np.array([kdb.read_meta(p).fps for p in range(len(kdb))], np.float64))
-            if not self.cameras:
-                self.cameras = _first_cameras(kdb)
+            with self._open(shard) as kdb:  # closed again: thousands of shards must not hold thousands of maps
+                counts = kdb.index["num_frames"].astype(np.int64)
+                shards.append(np.full(len(counts), shard, np.int32))
+                positions.append(np.arange(len(counts), dtype=np.int64))
+                frames.append(counts)
+                if need_fps:
+                    fps.append(np.array([kdb.read_meta(p).fps for p in range(len(kdb))], np.float64))
+                if not self.cameras:
+                    self.cameras = _first_cameras(kdb)
         self.episode_shard = np.concatenate(shards)
         self.episode_position = np.concatenate(positions)
         self.episode_frames = np.concatenate(frames)
@@ -105,11 +105,14 @@ class ShardSet:
             self._pid = os.getpid()
         kdb = self._files.get(shard)
         if kdb is None:
-            # The package's open, not the reader's: it is the one that learns new kinds of source (URLs).
-            from . import open as open_kdb
-
-            kdb = self._files[shard] = open_kdb(self.sources[shard], on_bad_image=self.on_bad_image)
+            kdb = self._files[shard] = self._open(shard)
         return kdb
+
+    def _open(self, shard: int) -> KdbFile:
+        # The package's open, not the reader's: it is the one that learns new kinds of source (URLs).
+        from . import open as open_kdb
+
+        return open_kdb(self.sources[shard], on_bad_image=self.on_bad_image)
 
     def image_table(self, shard: int, position: int) -> dict[str, np.ndarray]:
         """Camera -> (frames,) table of where each frame's image is and what its record says (length -1:
