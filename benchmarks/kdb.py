@@ -396,7 +396,8 @@ def loader_rate(dataset, workers: int, batches: int, collate_fn=None, batch: int
 
 def decode_ceiling(path: Path, size: int, frames: int) -> float:
     """Frames/s (2 cameras each) of decoding the stored JPEGs of random frames on one core (CPU time),
-    their bytes copied out of the file first: the work a loader cannot avoid."""
+    their bytes copied out of the file first: the work a loader cannot avoid. Give as many frames as
+    the loader reads, so that both work on as much memory (a small set would sit in the L3 cache)."""
     rng = np.random.default_rng(3)
     with kdb.open(path) as f:
         stored = []
@@ -429,7 +430,7 @@ def training(args: argparse.Namespace, folder: Path) -> None:
         h5 = H5Frames(hdf5_path, 100)
         ceiling = single = 0.0
         for _ in range(3):  # interleaved, best of 3: the shared machine's load moves between runs
-            ceiling = max(ceiling, decode_ceiling(paths[0], size, 1000))
+            ceiling = max(ceiling, decode_ceiling(paths[0], size, batches * 256))
             single = max(single, loader_rate(cpu, 0, batches, collate))
         rows = {}
         for workers in (0, 2):
