@@ -236,6 +236,7 @@ def test_mixture_of_packed_datasets_keeps_items_in_place(shards):
     datasets = [(FrameDataset(path, decode="none"), 1.0) for path in shards]
     mixture = MixtureDataset(datasets, seed=2, num_samples=30)
     batch = collate(mixture.__getitems__(list(range(30))))
+    assert mixture._one_kind is True  # same options: fetched straight into one batch
     out = decode_batch(batch)
     for row in (0, 7, 29):
         item = mixture[row]
@@ -243,3 +244,56 @@ def test_mixture_of_packed_datasets_keeps_items_in_place(shards):
         assert torch.equal(out["image.front"][row], single["image.front"][0])
     with pytest.raises(ValueError, match="weights"):
         MixtureDataset([(datasets[0][0], -1.0)])
+
+
+def test_image_tables_are_parsed_once_and_bounded(shards, monkeypatch):
+    from arrayio.kdb import _shards
+
+    dataset = FrameDataset(shards, image_format="uint8")
+    reference = [dataset[item]["image.front"] for item in range(len(dataset))]
+    assert len(dataset.shards._tables) == 6  # one table per episode touched
+    table = dataset.shards._tables[(0, 0)]
+    dataset[1]
+    assert dataset.shards._tables[(0, 0)] is table  # not parsed again
+    monkeypatch.setattr(_shards, "IMAGE_TABLE_BUDGET", 12)
+    small = FrameDataset(shards, image_format="uint8")
+    batch = collate(small.__getitems__(list(range(len(small)))[::-1]))
+    assert sum(small.shards._table_sizes.values()) <= 12 and small.shards._table_images <= 12
+    for item, image in enumerate(reference):
+        assert torch.equal(batch["image.front"][len(small) - 1 - item], image)
+
+
+class _Plain(torch.utils.data.Dataset):
+    """A dataset of someone else's: items only, no batch fetching."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def __len__(self):
+        return len(self.inner)
+
+    def __getitem__(self, item):
+        return self.inner[item]
+
+
+@pytest.mark.parametrize("decode", ["cpu", "none"])
+def test_mixture_of_different_datasets_merges_in_item_order(shards, decode):
+    kind = {"decode": decode, "image_format": "uint8"}
+    first = FrameDataset(shards[0], **kind)
+    second = FrameDataset(shards[1], **kind)
+    other = _Plain(FrameDataset(shards[2], **kind)) if decode == "cpu" else FrameDataset(shards[2], decode="none")
+    mixture = MixtureDataset([(first, 1.0), (second, 1.0), (other, 1.0)], seed=5, num_samples=24)
+    assert mixture._one_kind is None
+    batch = collate(mixture.__getitems__(list(range(24))))
+    assert mixture._one_kind is False  # the generic path: per-dataset batches merged back
+    images = decode_batch(batch)["image.front"] if decode == "none" else batch["image.front"]
+    sources, inner = mixture.plan()
+    children = [first, second, other]
+    for row in range(24):
+        child = children[int(sources[row])]
+        item = child[int(inner[row])]
+        assert int(batch["dataset"][row]) == int(sources[row])
+        assert torch.equal(batch["state"][row], item["state"])
+        want = item["image.front"] if decode == "cpu" else decode_batch(
+            collate(children[int(sources[row])].__getitems__([int(inner[row])])))["image.front"][0]
+        assert torch.equal(images[row], want)

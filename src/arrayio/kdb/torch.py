@@ -221,56 +221,12 @@ class FrameDataset(Dataset):
 
     def _fetch(self, items: Sequence[int]) -> dict[str, Any]:
         """The collated batch of global frames ``items``."""
-        shards = self.shards
-        frames = shards.check_frames(items)
-        episodes = shards.locate(frames)
-        local = frames - shards.first_frames[episodes]
-        lengths = shards.episode_frames[episodes]
-        rows = {output.key: self._rows(output, episodes, local, lengths) for output in self.outputs}
-        batch: dict[str, Any] = {}
-        order = np.argsort(episodes, kind="stable")
-        bounds = [0, *(np.flatnonzero(np.diff(episodes[order])) + 1).tolist(), len(order)]
-        groups = [order[start:end] for start, end in itertools.pairwise(bounds)]
-        low_dim = [output for output in self.outputs if output.field in _STEP_FIELDS]
-        for output in low_dim:
-            batch[output.key] = None
-        images = [output for output in self.outputs if output.field not in _STEP_FIELDS]
-        image_state = {output.key: _ImageGather(len(frames), rows[output.key][0].shape[1],
-                                                output.field[len("image."):]) for output in images}
-        for members in groups:
-            episode = int(episodes[members[0]])
-            kdb = shards.file(int(shards.episode_shard[episode]))
-            position = int(shards.episode_position[episode])
-            steps = kdb.steps(position)
-            for output in low_dim:
-                values = steps[_STEP_FIELDS[output.field]][rows[output.key][0][members]]
-                if batch[output.key] is None:
-                    batch[output.key] = np.empty((len(frames), *values.shape[1:]), values.dtype)
-                batch[output.key][members] = values
-            if images:
-                self._gather_images(int(shards.episode_shard[episode]), position, members, images, rows, image_state)
-        for output in self.outputs:
-            pad = rows[output.key][1]
-            if output.field in _STEP_FIELDS:
-                values = batch[output.key]
-                if output.field == "terminal":
-                    values = values != 0
-                tensor = torch.from_numpy(np.ascontiguousarray(values))
-                batch[output.key] = tensor if output.windowed else tensor[:, 0]
-            else:
-                gathered = image_state[output.key]
-                if self.decode == "cpu":
-                    pixels = gathered.decode(shards)
-                    batch[output.key] = _image_tensor(pixels if output.windowed else pixels[:, 0], self.image_format)
-                else:
-                    batch.update(gathered.packed(shards, output.key, output.windowed))
-            if output.pad_key is not None:
-                batch[output.pad_key] = torch.from_numpy(pad)
-        batch["episode"] = torch.from_numpy(shards.episode_position[episodes])
-        batch["frame"] = torch.from_numpy(local)
-        batch["shard"] = torch.from_numpy(shards.episode_shard[episodes].astype(np.int64))
-        batch["index"] = torch.from_numpy(frames)
-        return batch
+        return _fetch_parts([(self, items, np.arange(len(items)))], len(items))
+
+    def _signature(self) -> tuple:
+        """What two datasets must share for their items to be fetched into one batch."""
+        return (self.decode, self.image_format, tuple(self.cameras),
+                tuple((output.key, output.field, output.pad_key) for output in self.outputs))
 
     def _rows(self, output: _Output, episodes: np.ndarray, local: np.ndarray,
               lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -288,11 +244,14 @@ class FrameDataset(Dataset):
         clamped = np.clip(wanted, 0, lengths[:, None] - 1)
         return clamped, clamped != wanted
 
-    def _gather_images(self, shard: int, position: int, members: np.ndarray, images: list[_Output],
-                       rows: dict[str, tuple[np.ndarray, np.ndarray]], state: dict[str, _ImageGather]) -> None:
-        """Note where every image the items ``members`` of one episode need is stored, from the episode's
-        image table (its records parsed once per process)."""
+    def _gather_images(self, episode: int, members: np.ndarray, rows_of: np.ndarray, images: list[_Output],
+                       rows: dict[str, tuple[np.ndarray, np.ndarray]], state: dict[str, _ImageGather],
+                       sources: _Sources, part: int) -> None:
+        """Note where every image the items ``members`` (batch rows ``rows_of``) of global episode
+        ``episode`` need is stored, from the episode's image table (parsed once per process)."""
+        shard, position = int(self.shards.episode_shard[episode]), int(self.shards.episode_position[episode])
         tables = self.shards.image_table(shard, position)
+        source = sources.id(self.shards, part, shard)
         for output in images:
             camera = output.field[len("image."):]
             frames = rows[output.key][0][members]
@@ -302,13 +261,102 @@ class FrameDataset(Dataset):
                 raise KeyError(f"kdb: shard {shard} episode {position} frame {int(missing[0])} has no image of "
                                f"camera {camera!r}")
             gather = state[output.key]
-            gather.records[members] = table[frames]
-            gather.shard[members] = shard
-            gather.frame_keys[members] = frames + self.shards.first_frames[self._episode_of(shard, position)]
+            gather.records[rows_of] = table[frames]
+            gather.source[rows_of] = source
+            gather.frame_keys[rows_of] = (frames + self.shards.first_frames[episode]) * sources.parts + part
 
-    def _episode_of(self, shard: int, position: int) -> int:
-        """Global episode number of episode ``position`` of ``shard``."""
-        return int(np.searchsorted(self.shards.episode_shard, shard, side="left")) + position
+
+def _fetch_parts(parts: list[tuple[FrameDataset, Sequence[int], np.ndarray]], size: int) -> dict[str, Any]:
+    """One collated batch of ``size`` items: for each (dataset, items, batch rows) part, the dataset's
+    frames ``items`` at those rows. Every dataset shares one signature (see ``_signature``)."""
+    first = parts[0][0]
+    outputs = first.outputs
+    sources = _Sources(len(parts))
+    batch: dict[str, Any] = {output.key: None for output in outputs if output.field in _STEP_FIELDS}
+    pads: dict[str, np.ndarray] = {}
+    meta = {key: np.zeros(size, np.int64) for key in ("episode", "frame", "shard", "index")}
+    images = [output for output in outputs if output.field not in _STEP_FIELDS]
+    image_keys = {output.key for output in images}
+    image_state: dict[str, _ImageGather] = {}
+    for part, (dataset, items, rows_of) in enumerate(parts):
+        shards = dataset.shards
+        frames = shards.check_frames(items)
+        episodes = shards.locate(frames)
+        local = frames - shards.first_frames[episodes]
+        rows = {output.key: dataset._rows(output, episodes, local, shards.episode_frames[episodes])
+                for output in dataset.outputs}
+        for output in dataset.outputs:
+            window = rows[output.key][0].shape[1]
+            if output.pad_key is not None:
+                pad = pads.setdefault(output.pad_key, np.zeros((size, window), bool))
+                if pad.shape[1] != window:
+                    raise ValueError(f"kdb: datasets give {output.key} windows of {pad.shape[1]} and {window} frames")
+                pad[rows_of] = rows[output.key][1]
+            if output.key in image_keys and output.key not in image_state:
+                image_state[output.key] = _ImageGather(size, window, output.field[len("image."):])
+        order = np.argsort(episodes, kind="stable")
+        bounds = [0, *(np.flatnonzero(np.diff(episodes[order])) + 1).tolist(), len(order)]
+        for start, end in itertools.pairwise(bounds):
+            members = order[start:end]
+            episode = int(episodes[members[0]])
+            steps = shards.file(int(shards.episode_shard[episode])).steps(int(shards.episode_position[episode]))
+            for output in outputs:
+                if output.field not in _STEP_FIELDS:
+                    continue
+                values = steps[_STEP_FIELDS[output.field]][rows[output.key][0][members]]
+                if batch[output.key] is None:
+                    batch[output.key] = np.empty((size, *values.shape[1:]), values.dtype)
+                elif batch[output.key].shape[1:] != values.shape[1:]:
+                    raise ValueError(f"kdb: {output.key} has shapes {batch[output.key].shape[1:]} and "
+                                     f"{values.shape[1:]}; one batch needs one shape")
+                batch[output.key][rows_of[members]] = values
+            if images:
+                dataset._gather_images(episode, members, rows_of[members], images, rows, image_state, sources, part)
+        meta["episode"][rows_of] = shards.episode_position[episodes]
+        meta["frame"][rows_of] = local
+        meta["shard"][rows_of] = shards.episode_shard[episodes]
+        meta["index"][rows_of] = frames
+    for output in outputs:
+        if output.field in _STEP_FIELDS:
+            values = batch[output.key]
+            if output.field == "terminal":
+                values = values != 0
+            tensor = torch.from_numpy(values)
+            batch[output.key] = tensor if output.windowed else tensor[:, 0]
+        else:
+            gathered = image_state[output.key]
+            if first.decode == "cpu":
+                pixels = gathered.decode(sources)
+                batch[output.key] = _image_tensor(pixels if output.windowed else pixels[:, 0], first.image_format)
+            else:
+                batch.update(gathered.packed(sources, output.key, output.windowed))
+        if output.pad_key is not None:
+            batch[output.pad_key] = torch.from_numpy(pads[output.pad_key])
+    batch.update({key: torch.from_numpy(values) for key, values in meta.items()})
+    return batch
+
+
+class _Sources:
+    """The shards a batch reads images from, numbered: (part, shard) -> a small id."""
+
+    def __init__(self, parts: int) -> None:
+        self.parts = parts
+        self._ids: dict[tuple[int, int], int] = {}
+        self._shards: list[tuple[ShardSet, int]] = []
+
+    def id(self, shards: ShardSet, part: int, shard: int) -> int:
+        """The id of ``shard`` of the shard set of ``part``."""
+        key = (part, shard)
+        number = self._ids.get(key)
+        if number is None:
+            number = self._ids[key] = len(self._shards)
+            self._shards.append((shards, shard))
+        return number
+
+    def file(self, number: int) -> Any:
+        """This process's open file of source ``number``."""
+        shards, shard = self._shards[number]
+        return shards.file(shard)
 
 
 class _ImageGather:
@@ -318,17 +366,17 @@ class _ImageGather:
     def __init__(self, size: int, window: int, camera: str) -> None:
         self.size, self.window, self.camera = size, window, camera
         self.records = np.zeros((size, window), IMAGE_TABLE_DTYPE)
-        self.shard = np.zeros((size, window), np.int64)
+        self.source = np.zeros((size, window), np.int64)
         self.frame_keys = np.zeros((size, window), np.int64)
 
-    def packed(self, shards: ShardSet, key: str, windowed: bool) -> dict[str, torch.Tensor]:
+    def packed(self, sources: _Sources, key: str, windowed: bool) -> dict[str, torch.Tensor]:
         """``key``: every stored image's bytes in one uint8 tensor; ``key_offsets``: (count + 1,) int64
         starts; ``key_sizes``: (B[, n], 4) int32 height, width, channels, format byte."""
-        sources = {owner: shards.file(owner).source for owner in np.unique(self.shard).tolist()}
+        files = {owner: sources.file(owner).source for owner in np.unique(self.source).tolist()}
         pieces = []
         for start, length, owner in zip(self.records["offset"].reshape(-1).tolist(),
-                                        self.records["length"].reshape(-1).tolist(), self.shard.reshape(-1).tolist()):
-            source = sources[owner]
+                                        self.records["length"].reshape(-1).tolist(), self.source.reshape(-1).tolist()):
+            source = files[owner]
             buffer = source.buffer
             pieces.append(buffer[start:start + length] if buffer is not None else source.view(start, length, "image"))
         records = self.records
@@ -336,7 +384,7 @@ class _ImageGather:
                          -1).astype(np.int32)
         return {**_pack(key, pieces), key + "_sizes": torch.from_numpy(sizes if windowed else sizes[:, 0])}
 
-    def decode(self, shards: ShardSet) -> np.ndarray:
+    def decode(self, sources: _Sources) -> np.ndarray:
         """All images decoded into one (B, n, H, W, C) uint8 array, each distinct frame once."""
         records = self.records.reshape(-1)
         _, first, inverse = np.unique(self.frame_keys.reshape(-1), return_index=True, return_inverse=True)
@@ -352,12 +400,12 @@ class _ImageGather:
         pixels = np.empty((self.size * self.window, *shape), np.uint8)
         fast = _images.simplejpeg is not None and shape[2] in (1, 3)
         colorspace = "GRAY" if shape[2] == 1 else "RGB"
-        owners = self.shard.reshape(-1)[first].tolist()
-        sources = {owner: shards.file(owner).source for owner in set(owners)}
+        owners = self.source.reshape(-1)[first].tolist()
+        files = {owner: sources.file(owner).source for owner in set(owners)}
         for place, offset, length, fmt, owner in zip(first.tolist(), chosen["offset"].tolist(),
                                                      chosen["length"].tolist(), formats.tolist(), owners):
             target = pixels[place]
-            source = sources[owner]
+            source = files[owner]
             if fast and fmt:
                 buffer = source.buffer
                 data = buffer[offset:offset + length] if buffer is not None else source.view(offset, length, "image")
@@ -368,7 +416,7 @@ class _ImageGather:
                     except Exception:  # noqa: BLE001, S110 - the reader below reports the precise error
                         pass
             record = records[place]
-            kdb = shards.file(owner)
+            kdb = sources.file(owner)
             image = ImageRecord(self.camera, int(record["width"]), int(record["height"]), int(record["channels"]),
                                 fmt, offset, length)
             decoded = kdb.decode_image(image)
@@ -563,6 +611,8 @@ class MixtureDataset(Dataset):
     see one consistent mixture. Call :meth:`set_epoch` (before creating the
     DataLoader iterator) for a fresh draw each epoch. Items carry ``dataset``,
     the number of the dataset they came from; datasets must give the same keys.
+    FrameDatasets with the same options are fetched into one batch directly;
+    other datasets batch by batch, then merged back into item order.
     """
 
     def __init__(self, datasets: Sequence[tuple[Any, float]], *, seed: int = 0,
@@ -584,6 +634,7 @@ class MixtureDataset(Dataset):
         if self.num_samples < 0:
             raise ValueError(f"kdb: num_samples must be >= 0, got {num_samples}")
         self._plan: tuple[np.ndarray, np.ndarray] | None = None
+        self._one_kind: bool | None = None
 
     def set_epoch(self, epoch: int) -> None:
         """Draw a new mixture for ``epoch`` (as DistributedSampler.set_epoch does for its order)."""
@@ -631,9 +682,21 @@ class MixtureDataset(Dataset):
             raise IndexError(f"kdb: mixture item outside 0..{self.num_samples - 1} in {list(items)[:8]}")
         sources, inner = self.plan()
         chosen = sources[indices]
+        numbers = np.unique(chosen).tolist()
+        if self._one_kind is None:
+            kinds = {dataset._signature() if isinstance(dataset, FrameDataset) else None for dataset in self.datasets}
+            self._one_kind = len(kinds) == 1 and None not in kinds
+        if self._one_kind:  # every dataset's frames decoded straight into one batch: no merge copy
+            parts = [(self.datasets[number], inner[indices[chosen == number]], np.flatnonzero(chosen == number))
+                     for number in numbers]
+            batch = _fetch_parts(parts, len(indices))
+            batch["dataset"] = torch.from_numpy(chosen.astype(np.int64))
+            first = self.datasets[numbers[0]]
+            packed_keys = [f"image.{camera}" for camera in first.cameras] if first.decode != "cpu" else []
+            return Samples(batch, len(indices), packed_keys)
         parts = []
         packed: set[str] = set()
-        for number in np.unique(chosen).tolist():
+        for number in numbers:
             members = np.flatnonzero(chosen == number)
             dataset = self.datasets[number]
             fetched = dataset.__getitems__(inner[indices[members]].tolist()) if hasattr(
