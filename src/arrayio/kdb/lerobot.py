@@ -42,7 +42,6 @@ TOLERANCE_S = 1e-4
 ROWS_PER_BATCH = 1024
 VIDEO_CODECS = {"av1": "libsvtav1", "h264": "libx264"}
 CHUNKS_SIZE = 1000
-_STATS = ("min", "max", "mean", "std", "count")
 
 
 def _no_progress(done: int, total: int) -> None:

@@ -37,6 +37,7 @@ from . import _images
 from ._images import JPEG_MAGIC
 from ._layout import ImageDecodeError
 from ._shards import IMAGE_TABLE_DTYPE, ShardSet, frame_offsets
+from .lerobot import TOLERANCE_S
 from .reader import ImageRecord
 
 __all__ = ["EpisodeDataset", "FrameDataset", "MixtureDataset", "collate", "decode_batch"]
@@ -44,8 +45,6 @@ __all__ = ["EpisodeDataset", "FrameDataset", "MixtureDataset", "collate", "decod
 IMAGE_FORMATS = ("float", "uint8")
 DECODE_MODES = ("cpu", "none", "cuda")
 LOW_DIM_FIELDS = ("state", "action", "reward", "terminal")
-# LeRobot matches a frame to a timestamp within this many seconds.
-TOLERANCE_S = 1e-4
 _STEP_FIELDS = {"state": "state", "action": "action", "reward": "reward", "terminal": "is_terminal"}
 _PACKED_PARTS = ("_offsets", "_sizes")
 
