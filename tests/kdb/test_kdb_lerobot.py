@@ -164,6 +164,9 @@ def test_export_v30_images(tmp_path, sample):
         assert back.read_meta(2).task == "task 2"
     stats = json.loads((out / "meta" / "stats.json").read_text())
     assert stats["observation.state"]["count"] == [21] and len(stats["action"]["mean"]) == 2
+    front = stats["observation.images.front"]
+    assert np.array(front["mean"]).shape == (3, 1, 1) and front["count"] == [21]
+    assert 0 <= np.array(front["min"]).min() <= np.array(front["max"]).max() <= 1
 
 
 def test_export_refuses_mixed_fps_and_odd_video_sizes(tmp_path):

@@ -439,6 +439,7 @@ def _export(kdb: Any, root: Path, *, video: bool, codec: str, crf: int | None, r
                                    cameras[camera], codec, crf) for camera, key in keys.items()} if video else {}
     stats = {name: _Stats() for name in ("observation.state", "action", "timestamp", "frame_index", "episode_index",
                                          "index", "task_index", "next.reward")}
+    image_stats = {key: _ImageStats() for key in keys.values()}
     episode_rows = []
     total = 0
     try:
@@ -458,12 +459,18 @@ def _export(kdb: Any, root: Path, *, video: bool, codec: str, crf: int | None, r
                     "next.reward": np.asarray(episode.rewards, np.float32),
                     "next.done": episode.terminals != 0,
                 }
-                episode_stats = {}
+                episode_stats: dict[str, Any] = {}
                 for name, accumulator in stats.items():
                     episode_stat = _Stats()
                     episode_stat.add(columns[name])
                     accumulator.add(columns[name])
                     episode_stats[name] = episode_stat
+                for camera, key in keys.items():
+                    episode_stat = episode_stats[key] = _ImageStats()
+                    for frame in _stat_frames(frames):
+                        pixels = episode.images.frame(frame, [camera])[camera]
+                        episode_stat.add(pixels)
+                        image_stats[key].add(pixels)
                 arrays = []
                 for field in schema:
                     if field.name in keys.values():
@@ -513,7 +520,8 @@ def _export(kdb: Any, root: Path, *, video: bool, codec: str, crf: int | None, r
     }
     (root / "meta" / "info.json").write_text(json.dumps(info, indent=4), "utf-8")
     (root / "meta" / "stats.json").write_text(
-        json.dumps({name: accumulator.result() for name, accumulator in stats.items()}, indent=4), "utf-8")
+        json.dumps({name: accumulator.result() for name, accumulator in {**stats, **image_stats}.items()}, indent=4),
+        "utf-8")
     return len(metas)
 
 
@@ -609,6 +617,41 @@ class _Stats:
         std = np.sqrt(np.maximum(self.squares / self.count - mean ** 2, 0))
         return {"min": self.low.tolist(), "max": self.high.tolist(), "mean": mean.tolist(), "std": std.tolist(),
                 "count": [self.count]}
+
+
+def _stat_frames(frames: int) -> list[int]:
+    """The frames of an episode sampled for image statistics (at most 100, evenly spread, as lerobot does)."""
+    return sorted(set(np.linspace(0, frames - 1, min(frames, 100)).round().astype(int).tolist()))
+
+
+class _ImageStats:
+    """Per-channel min, max, mean, std of RGB images in [0, 1], shaped (3, 1, 1) as lerobot writes them;
+    count is the number of images."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.pixels = 0
+        self.total = np.zeros(3)
+        self.squares = np.zeros(3)
+        self.low = np.full(3, np.inf)
+        self.high = np.full(3, -np.inf)
+
+    def add(self, pixels: np.ndarray) -> None:
+        """Take in one (H, W, C) uint8 image (gray repeated to RGB, alpha dropped)."""
+        rgb = np.repeat(pixels[:, :, :1], 3, axis=2) if pixels.shape[2] < 3 else pixels[:, :, :3]
+        values = rgb.reshape(-1, 3).astype(np.float64) / 255
+        self.total += values.sum(0)
+        self.squares += (values ** 2).sum(0)
+        self.low, self.high = np.minimum(self.low, values.min(0)), np.maximum(self.high, values.max(0))
+        self.pixels += len(values)
+        self.count += 1
+
+    def result(self) -> dict[str, list]:
+        """The statistics as nested (3, 1, 1) lists."""
+        mean = self.total / max(self.pixels, 1)
+        std = np.sqrt(np.maximum(self.squares / max(self.pixels, 1) - mean ** 2, 0))
+        shaped = {"min": self.low, "max": self.high, "mean": mean, "std": std}
+        return {**{name: value.reshape(3, 1, 1).tolist() for name, value in shaped.items()}, "count": [self.count]}
 
 
 class _VideoWriter:
