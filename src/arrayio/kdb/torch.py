@@ -47,6 +47,7 @@ DECODE_MODES = ("cpu", "none", "cuda")
 LOW_DIM_FIELDS = ("state", "action", "reward", "terminal")
 _STEP_FIELDS = {"state": "state", "action": "action", "reward": "reward", "terminal": "is_terminal"}
 _PACKED_PARTS = ("_offsets", "_sizes")
+_NUMPY_DTYPES = {torch.uint8: np.uint8, torch.float32: np.float32}
 
 
 def _check_image_format(image_format: str) -> None:
@@ -54,7 +55,16 @@ def _check_image_format(image_format: str) -> None:
         raise ValueError(f"kdb: image_format must be one of {IMAGE_FORMATS}, got {image_format!r}")
 
 
-def _image_tensor(pixels: np.ndarray, image_format: str) -> torch.Tensor:
+def _batch_tensor(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    """A new tensor for a batch: in a DataLoader worker in shared memory, so that handing the batch
+    to the main process copies nothing (as the default collation does), else plain numpy memory
+    (whose allocator reuses freed pages instead of faulting in new ones)."""
+    if torch.utils.data.get_worker_info() is not None:
+        return torch.empty(shape, dtype=dtype).share_memory_()
+    return torch.from_numpy(np.empty(shape, _NUMPY_DTYPES[dtype]))
+
+
+def _image_tensor(pixels: np.ndarray | torch.Tensor, image_format: str) -> torch.Tensor:
     """(..., H, W, C) uint8 -> (..., C, H, W) tensor, uint8 or float32 in [0, 1], without a transposing copy.
 
     The result is a channels-last view (strides of the decoded HWC pixels): a
@@ -62,9 +72,9 @@ def _image_tensor(pixels: np.ndarray, image_format: str) -> torch.Tensor:
     ``.contiguous()`` where an operation needs channels-first memory.
     """
     lead = pixels.ndim - 3
-    tensor = torch.from_numpy(pixels)
+    tensor = pixels if isinstance(pixels, torch.Tensor) else torch.from_numpy(pixels)
     if image_format == "float":
-        tensor = tensor.to(torch.float32).mul_(np.float32(1 / 255))
+        tensor = _batch_tensor(tuple(tensor.shape), torch.float32).copy_(tensor).mul_(np.float32(1 / 255))
     return tensor.permute(*range(lead), lead + 2, lead, lead + 1)
 
 
@@ -383,8 +393,8 @@ class _ImageGather:
                          -1).astype(np.int32)
         return {**_pack(key, pieces), key + "_sizes": torch.from_numpy(sizes if windowed else sizes[:, 0])}
 
-    def decode(self, sources: _Sources) -> np.ndarray:
-        """All images decoded into one (B, n, H, W, C) uint8 array, each distinct frame once."""
+    def decode(self, sources: _Sources) -> torch.Tensor:
+        """All images decoded into one (B, n, H, W, C) uint8 tensor, each distinct frame once."""
         records = self.records.reshape(-1)
         _, first, inverse = np.unique(self.frame_keys.reshape(-1), return_index=True, return_inverse=True)
         chosen = records[first]
@@ -396,7 +406,8 @@ class _ImageGather:
         if len(wrong):
             raise ValueError(f"kdb: camera {self.camera!r} has images of {tuple(shapes[wrong[0]].tolist())} and "
                              f"{shape} in one batch; a batch needs one image size per camera")
-        pixels = np.empty((self.size * self.window, *shape), np.uint8)
+        batch = _batch_tensor((self.size * self.window, *shape), torch.uint8)
+        pixels = batch.numpy()
         fast = _images.simplejpeg is not None and shape[2] in (1, 3)
         colorspace = "GRAY" if shape[2] == 1 else "RGB"
         owners = self.source.reshape(-1)[first].tolist()
@@ -426,7 +437,7 @@ class _ImageGather:
         repeats = np.flatnonzero(np.arange(len(inverse)) != first[inverse])
         if len(repeats):
             pixels[repeats] = pixels[first[inverse[repeats]]]
-        return pixels.reshape(self.size, self.window, *shape)
+        return batch.reshape(self.size, self.window, *shape)
 
 
 # -- packed bytes ----------------------------------------------------------------------------------
@@ -754,7 +765,7 @@ def _pack(key: str, pieces: list[Any]) -> dict[str, torch.Tensor]:
     lengths = np.fromiter((len(piece) for piece in pieces), np.int64, len(pieces))
     offsets = np.zeros(len(pieces) + 1, np.int64)
     np.cumsum(lengths, out=offsets[1:])
-    data = torch.empty(int(offsets[-1]), dtype=torch.uint8)
+    data = _batch_tensor((int(offsets[-1]),), torch.uint8)
     flat = data.numpy()
     for start, piece in zip(offsets[:-1].tolist(), pieces):
         flat[start:start + len(piece)] = np.frombuffer(piece, np.uint8)
