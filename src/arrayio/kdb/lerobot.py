@@ -638,12 +638,16 @@ class _ImageStats:
 
     def add(self, pixels: np.ndarray) -> None:
         """Take in one (H, W, C) uint8 image (gray repeated to RGB, alpha dropped)."""
-        rgb = np.repeat(pixels[:, :, :1], 3, axis=2) if pixels.shape[2] < 3 else pixels[:, :, :3]
-        values = rgb.reshape(-1, 3).astype(np.float64) / 255
-        self.total += values.sum(0)
-        self.squares += (values ** 2).sum(0)
-        self.low, self.high = np.minimum(self.low, values.min(0)), np.maximum(self.high, values.max(0))
-        self.pixels += len(values)
+        step = max(1, max(pixels.shape[:2]) // 100)  # lerobot also shrinks images (to ~150 px) for statistics
+        rgb = pixels[::step, ::step]
+        rgb = np.repeat(rgb[:, :, :1], 3, axis=2) if rgb.shape[2] < 3 else rgb[:, :, :3]
+        planes = np.ascontiguousarray(rgb.reshape(-1, 3).T)  # (3, pixels): reductions along contiguous rows
+        wide = planes.astype(np.uint32)
+        self.total += wide.sum(1) / 255
+        self.squares += np.einsum("ij,ij->i", wide, wide, dtype=np.uint64) / 255 ** 2
+        self.low = np.minimum(self.low, planes.min(1) / 255)
+        self.high = np.maximum(self.high, planes.max(1) / 255)
+        self.pixels += planes.shape[1]
         self.count += 1
 
     def result(self) -> dict[str, list]:
