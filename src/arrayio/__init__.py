@@ -11,10 +11,13 @@ from typing import Any
 
 from . import errors
 from ._registry import FORMATS, available_formats, detect, module_of_file
+from ._sources import RemoteFile, SourceStats, resolve
 from .errors import (
     ArrayIOError,
     ChecksumError,
     FormatError,
+    ObjectChangedError,
+    RemoteError,
     TruncatedError,
     UnsupportedError,
     VersionError,
@@ -40,27 +43,38 @@ __all__ = [
     "VersionTooOldError",
     "VersionTooNewError",
     "UnsupportedError",
+    "RemoteError",
+    "ObjectChangedError",
+    "RemoteFile",
+    "SourceStats",
 ]
 
 
-def open(path: Any) -> Any:  # noqa: A001 - the library's entry point mirrors builtins.open on purpose
-    """Open a file of any supported format and return that format's reader."""
-    return module_of_file(path).open(path)
+def open(path: Any, storage_options: dict | None = None) -> Any:  # noqa: A001 - mirrors builtins.open on purpose
+    """Open a file of any supported format (a path, bytes, a URL or an fsspec file) and return its reader.
+
+    A URL is detected and opened from the same first response; ``storage_options``
+    go to its fsspec filesystem.
+    """
+    target = resolve(path, storage_options)
+    return module_of_file(target).open(target)
 
 
-def info(path: Any) -> dict:
+def info(path: Any, storage_options: dict | None = None) -> dict:
     """Facts about a file of any supported format, as a JSON-friendly dict."""
-    module = module_of_file(path)
-    return {"format": module.FORMAT_NAME, **module.info(path)}
+    target = resolve(path, storage_options)
+    module = module_of_file(target)
+    return {"format": module.FORMAT_NAME, **module.info(target)}
 
 
-def validate(path: Any) -> list[str]:
+def validate(path: Any, storage_options: dict | None = None) -> list[str]:
     """Problems found in a file of any supported format (empty list: valid)."""
     try:
-        module = module_of_file(path)
+        target = resolve(path, storage_options)
+        module = module_of_file(target)
     except FormatError as error:
         return [str(error)]
-    return module.validate(path)
+    return module.validate(target)
 
 
 def formats() -> list[str]:

@@ -8,6 +8,8 @@
           VersionTooOldError
           VersionTooNewError
       UnsupportedError            valid request we cannot honour (dtype, codec, ...)
+      RemoteError                 a remote object cannot be read as asked (also an OSError)
+        ObjectChangedError        the object changed between open and a later read
 
 Format modules that mirror a reference package define that package's exception
 names as subclasses of these (kastore's ``FileFormatError`` is a
@@ -32,6 +34,8 @@ __all__ = [
     "VersionTooOldError",
     "VersionTooNewError",
     "UnsupportedError",
+    "RemoteError",
+    "ObjectChangedError",
     "ErrorKinds",
     "describe",
     "offsets_from",
@@ -132,6 +136,14 @@ class VersionTooNewError(VersionError):
 
 class UnsupportedError(ArrayIOError, ValueError):
     """A valid request that this format or build cannot honour."""
+
+
+class RemoteError(ArrayIOError, OSError):
+    """A remote object cannot be read as asked (refused connection, HTTP error); names the URL."""
+
+
+class ObjectChangedError(RemoteError):
+    """The remote object's size or ETag changed after it was opened: its bytes would be mixed."""
 
 
 @dataclass(frozen=True)

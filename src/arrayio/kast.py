@@ -310,9 +310,13 @@ def _write(stream: BinaryIO, prepared: list[Prepared], layout: tuple[bytes, np.n
 
 # --------------------------------------------------------------------------- public API
 
-def load(file: Any, read_all: bool = False, key_encoding: str = DEFAULT_KEY_ENCODING, engine: Any = None) -> Store:
-    """Load a KAST store from a path (zero-copy map), fd or binary file object (``engine`` is ignored)."""
-    return load_store(LAYOUT, file, read_all, key_encoding)
+def load(file: Any, read_all: bool = False, key_encoding: str = DEFAULT_KEY_ENCODING, engine: Any = None,
+         storage_options: dict | None = None) -> Store:
+    """Load a KAST store from a path (zero-copy map), fd or binary file object (``engine`` is ignored).
+
+    A URL or fsspec file is read in ranges (``storage_options`` go to fsspec).
+    """
+    return load_store(LAYOUT, file, read_all, key_encoding, storage_options)
 
 
 def loads(buffer: Any, read_all: bool = False, key_encoding: str = DEFAULT_KEY_ENCODING) -> Store:

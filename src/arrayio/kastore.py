@@ -226,9 +226,13 @@ def _write(stream: BinaryIO, prepared: list[Prepared]) -> int:
 
 # --------------------------------------------------------------------------- public API
 
-def load(file: Any, read_all: bool = False, key_encoding: str = DEFAULT_KEY_ENCODING, engine: Any = None) -> Store:
-    """Load a store from a path, fd or binary file object (``engine`` is accepted and ignored)."""
-    return load_store(LAYOUT, file, read_all, key_encoding)
+def load(file: Any, read_all: bool = False, key_encoding: str = DEFAULT_KEY_ENCODING, engine: Any = None,
+         storage_options: dict | None = None) -> Store:
+    """Load a store from a path, fd or binary file object (``engine`` is accepted and ignored).
+
+    A URL or fsspec file is read in ranges (``storage_options`` go to fsspec).
+    """
+    return load_store(LAYOUT, file, read_all, key_encoding, storage_options)
 
 
 def loads(buffer: Any, read_all: bool = False, key_encoding: str = DEFAULT_KEY_ENCODING) -> Store:

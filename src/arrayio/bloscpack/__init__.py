@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from .._binary import Source, atomic_write
+from .._sources import is_remote, resolve
 from ..errors import ArrayIOError, FormatError
 from ._format import (
     CHECKSUM_NAMES,
@@ -95,8 +96,10 @@ def _unpack_ndarray(target: Any) -> np.ndarray:
         return reader.read()
 
 
-def unpack_ndarray_from_file(filename: Any) -> np.ndarray:
-    """Read the ndarray stored in ``filename`` (every checksum verified)."""
+def unpack_ndarray_from_file(filename: Any, storage_options: dict | None = None) -> np.ndarray:
+    """Read the ndarray stored in ``filename`` (a path, URL or fsspec file; every checksum verified)."""
+    if storage_options or is_remote(filename):
+        return _unpack_ndarray(resolve(filename, storage_options))
     return _unpack_ndarray(os.fspath(filename))
 
 
@@ -190,9 +193,10 @@ def append(orig_file: Any, new_file: Any, blosc_args: Any = None, progress: Prog
 
 # -- lazy access and the registry protocol ------------------------------------------------------------
 
-def open(path: Any) -> BloscpackFile:  # noqa: A001 - the registry protocol's name
-    """Open a bloscpack file lazily: ``arr[a:b]`` decodes only the chunks holding rows a..b."""
-    return open_file(path)
+def open(path: Any, storage_options: dict | None = None) -> BloscpackFile:  # noqa: A001 - the protocol's name
+    """Open a bloscpack file lazily (a path, bytes, URL or fsspec file): ``arr[a:b]`` fetches and decodes
+    only the chunks holding rows a..b."""
+    return open_file(resolve(path, storage_options) if storage_options else path)
 
 
 def info(path: Any) -> dict:

@@ -483,6 +483,10 @@ class BloscpackFile:
         first = int(np.searchsorted(starts, start, side="right")) - 1
         last = int(np.searchsorted(starts, stop, side="left")) - 1
         base = out.ctypes.data
+        positions = self.positions
+        # One request for the touched chunks when the bytes are remote (a no-op for maps).
+        end = int(positions[last + 1]) if last + 1 < len(positions) else self.source.size
+        self.source.prefetch([(int(positions[first]), end - int(positions[first]))])
         whole = [i for i in range(first, last + 1) if starts[i] >= start and starts[i + 1] <= stop]
         release = self._releaser() if len(whole) == self.nchunks else None
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from .._sources import resolve
 from ..errors import ArrayIOError
 from ._images import EncodedImage
 from ._layout import (
@@ -67,9 +68,11 @@ __all__ = [
 ]
 
 
-def open(path: Any, *, on_bad_image: str = "raise") -> KdbFile:  # noqa: A001 - mirrors arrayio.open
-    """Open a .kdb file (memory-mapped for paths); ``on_bad_image="skip"`` warns instead of raising."""
-    return open_file(path, on_bad_image=on_bad_image)
+def open(path: Any, *, on_bad_image: str = "raise",  # noqa: A001 - mirrors arrayio.open
+         storage_options: dict | None = None) -> KdbFile:
+    """Open a .kdb file (memory-mapped for paths, read in ranges for URLs); ``on_bad_image="skip"`` warns
+    instead of raising."""
+    return open_file(resolve(path, storage_options) if storage_options else path, on_bad_image=on_bad_image)
 
 
 def info(path: Any) -> dict:

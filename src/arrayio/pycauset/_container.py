@@ -26,6 +26,7 @@ except ImportError:  # not POSIX: concurrent updaters are not serialised there
     fcntl = None
 
 from .._binary import Record, Source, Writer, output_stream, round_up, write_at
+from .._sources import resolve
 from ..errors import UnsupportedError
 from ._codec import decode_metadata, encode_metadata
 from ._errors import ERRORS
@@ -260,7 +261,9 @@ class Container:
             self.metadata = read_block(source, active)
             self.layout = layout_from_metadata(self.metadata, self.payload_length, self.metadata_offset)
             check_payload_length(self.layout, self.payload_length, active.field_offset("payload_length"))
-            self._payload = source.array(self.payload_offset, self.layout.nbytes(), np.uint8, "matrix payload")
+            source.check(self.payload_offset, self.layout.nbytes(), "matrix payload")
+            # Mapped payloads are views at once; a remote one is fetched only when used.
+            self._payload = self._read_payload() if source.buffer is not None else None
         except BaseException:
             source.close()
             raise
@@ -324,9 +327,14 @@ class Container:
         """The payload as stored, read-only and zero-copy (typed for dense and diagonal payloads)."""
         return self.layout.packed_view(self._live_payload())
 
+    def _read_payload(self) -> np.ndarray:
+        return self.source.array(self.payload_offset, self.layout.nbytes(), np.uint8, "matrix payload")
+
     def _live_payload(self) -> np.ndarray:
-        if self._payload is None:
+        if self.source.closed:
             raise ValueError("I/O operation on a closed pycauset container")
+        if self._payload is None:
+            self._payload = self._read_payload()
         return self._payload
 
     def unpack(self, max_bytes: int | None = UNPACK_LIMIT) -> np.ndarray:
@@ -478,9 +486,10 @@ def save(matrix: Any, path: Any, *, properties: Mapping[str, Any] | None = None,
     write_container(path, chunks, layout.nbytes(), document)
 
 
-def load(path: Any) -> Container:
-    """Open a ``.pycauset`` file (path, bytes or binary file): header, metadata and a mapped payload, O(1)."""
-    source = Source.open(path, ERRORS)
+def load(path: Any, storage_options: dict | None = None) -> Container:
+    """Open a ``.pycauset`` file (path, bytes, binary file, URL or fsspec file): header, metadata and a
+    mapped payload, O(1); a remote payload is fetched on first use."""
+    source = Source.open(resolve(path, storage_options) if storage_options else path, ERRORS)
     return Container(source, source.name)
 
 
