@@ -18,6 +18,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import errno
+import io
 import re
 import shutil
 import sys
@@ -446,10 +447,44 @@ class RemoteFile:
                 with self._lock:
                     self._cache.add(piece, data)
 
+    def open(self) -> BinaryIO:
+        """A seekable binary file object reading through this object's cache (for stream-based readers)."""
+        return io.BufferedReader(_RemoteReader(self), buffer_size=self.readahead)
+
     def release(self) -> None:
         """Drop the cached bytes (the object stays readable; later reads fetch again)."""
         with self._lock:
             self._cache.clear()
+
+
+class _RemoteReader(io.RawIOBase):
+    """A RemoteFile as a raw, seekable, read-only stream."""
+
+    def __init__(self, remote: RemoteFile) -> None:
+        self.remote = remote
+        self.name = remote.name
+        self.position = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.position
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.position, io.SEEK_END: self.remote.size}[whence]
+        self.position = max(0, base + offset)
+        return self.position
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        count = max(0, min(len(view), self.remote.size - self.position))
+        view[:count] = self.remote.read(self.position, count)
+        self.position += count
+        return count
 
 
 class RemoteSource(Source):

@@ -20,6 +20,7 @@ import numpy as np
 
 from . import errors as _errors
 from ._binary import U64_MAX, Record, Source, Writer, output_stream, read_exactly, round_up
+from ._sources import is_remote, is_url, resolve
 from ._keyed import (
     DTYPES,
     ITEMSIZES,
@@ -390,6 +391,10 @@ def _store_problems(handle: BinaryIO, size: int) -> list[str]:
 
 def validate(path: Any) -> list[str]:
     """Every problem of a KAST file: load errors, unsorted keys, non-zero reserved/padding, bad trailing bytes."""
+    if is_remote(path) or is_url(path):
+        remote = resolve(path)
+        with remote.open() as stream:
+            return _store_problems(stream, remote.size)
     with io.open(path, "rb") as handle:
         return _store_problems(handle, os.fstat(handle.fileno()).st_size)
 
@@ -399,7 +404,7 @@ def info(path: Any) -> dict:
     with load(path) as store:
         rows = entry_rows(store)
         total = sum(row["nbytes"] for row in rows)
-        file_size = os.path.getsize(path)
+        file_size = store.source.size  # the whole file: a path is mapped from byte 0
         return {
             "version": f"{store.header.version_major}.{store.header.version_minor}",
             "num_keys": len(store),

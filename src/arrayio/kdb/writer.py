@@ -23,6 +23,7 @@ import numpy as np
 
 from .._binary import Writer as StreamWriter
 from .._binary import U64_MAX, output_stream
+from .._sources import is_url
 from . import _images
 from ._images import EncodedImage
 from ._layout import (
@@ -83,7 +84,7 @@ class Writer:
         self.quality = int(quality)
         self.created_timestamp = None if created_timestamp is None else int(created_timestamp)
         self._folder = os.path.dirname(os.path.abspath(os.fsdecode(target))) if isinstance(
-            target, (str, bytes, os.PathLike)) else None
+            target, (str, bytes, os.PathLike)) and not is_url(target) else None
         self._stack = contextlib.ExitStack()
         self._stream = self._stack.enter_context(output_stream(target))
         self._out = StreamWriter(self._stream)

@@ -348,6 +348,22 @@ class Container:
             self._unpacked = unpacked
         return self.layout.orient(self._unpacked)
 
+    def read_rows(self, start: int, stop: int) -> np.ndarray:
+        """Rows ``start..stop`` of a dense payload in stored orientation, reading only their bytes."""
+        layout = self.layout
+        if not layout.zero_copy:
+            raise UnsupportedError(f"pycauset: {layout.matrix_type}/{layout.data_type} payloads are not stored "
+                                   "as plain rows")
+        rows, cols = (layout.rows, 1) if layout.is_vector else (layout.rows, layout.cols)
+        start, stop, _ = slice(start, stop).indices(rows)
+        stop = max(start, stop)
+        if self.source.closed:
+            raise ValueError("I/O operation on a closed pycauset container")
+        row_bytes = cols * layout.dtype.itemsize
+        block = self.source.array(self.payload_offset + start * row_bytes, (stop - start) * cols, layout.dtype,
+                                  f"matrix rows {start}..{stop}")
+        return block if layout.is_vector else block.reshape(stop - start, cols)
+
     @property
     def array(self) -> np.ndarray:
         """The matrix: read-only, zero-copy for dense payloads, unpacked once for packed ones."""
