@@ -18,6 +18,7 @@ import click
 
 from . import __version__
 from ._registry import FORMATS, available_formats, format_for_extension, module_for, module_of_file
+from ._sources import RemoteFile, is_url, resolve
 from .errors import ArrayIOError
 
 # Per-format command groups, imported only when their verb is used.
@@ -71,13 +72,52 @@ def _table(title: str, columns: list[str], rows: Iterable[Iterable[Any]]) -> Non
     Console(soft_wrap=True).print(table)
 
 
-def _module(path: str) -> Any:
+def _module(path: Any) -> Any:
     try:
         return module_of_file(path)
     except ArrayIOError as error:
         _fail(str(error))
     except OSError as error:
-        _fail(f"{path}: {error.strerror or error}")
+        _fail(_os_error_of(path, error))
+
+
+def _os_error_of(path: Any, error: OSError) -> str:
+    """One line for an OS error while reading ``path`` (remote errors already name their URL)."""
+    shown = path.name if isinstance(path, RemoteFile) else str(path)
+    text = str(error) if isinstance(error, ArrayIOError) else (error.strerror or str(error))
+    return text if shown in text else f"{shown}: {text}"
+
+
+def storage_options_of(pairs: Iterable[str]) -> dict:
+    """``KEY=VALUE`` pairs as fsspec storage options: dotted keys nest (``client_kwargs.endpoint_url=...``),
+    values are JSON when they parse (``anon=true``) and strings otherwise."""
+    options: dict = {}
+    for pair in pairs:
+        key, equals, text = pair.partition("=")
+        if not equals or not key:
+            raise click.BadParameter(f"expected KEY=VALUE, got {pair!r}", param_hint="--storage-option")
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = text
+        *parents, leaf = key.split(".")
+        node = options
+        for parent in parents:
+            node = node.setdefault(parent, {})
+        node[leaf] = value
+    return options
+
+
+def _target(file: str, pairs: Iterable[str]) -> Any:
+    """The path, or a RemoteFile for a URL (opened once and shared by detection and the reader)."""
+    options = storage_options_of(pairs)
+    if options and not is_url(file):
+        _fail(f"{file}: --storage-option applies to URLs only", 2)
+    return resolve(file, options) if is_url(file) else file
+
+
+_STORAGE_OPTION = click.option("--storage-option", "storage_options", multiple=True, metavar="KEY=VALUE",
+                               help="An fsspec storage option for URLs (repeatable; dotted keys nest).")
 
 
 def _guard(action: Any) -> Any:
@@ -101,10 +141,12 @@ def main() -> None:
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
-def info(file: str, as_json: bool) -> None:
-    """Show what FILE holds (the format is detected from its magic bytes)."""
-    module = _module(file)
-    facts = _guard(lambda: module.info(file))
+@_STORAGE_OPTION
+def info(file: str, as_json: bool, storage_options: tuple[str, ...]) -> None:
+    """Show what FILE (a path or a URL) holds (the format is detected from its magic bytes)."""
+    target = _target(file, storage_options)
+    module = _module(target)
+    facts = _guard(lambda: module.info(target))
     facts = {"format": module.FORMAT_NAME, **facts}
     if as_json:
         _emit_json(facts)
@@ -115,37 +157,71 @@ def info(file: str, as_json: bool) -> None:
         click.echo(f"{key}: {value}")
 
 
-@main.command()
-@click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
-def validate(file: str, as_json: bool) -> None:
-    """Check FILE completely; exit 0 when valid, 1 with one line per problem."""
+def _validate_here(file: str, pairs: Iterable[str], alone: bool) -> tuple[str | None, list[str]]:
+    """(format, problems) of one file; an unreadable file fails the command when it is the only one."""
+    target = _target(file, pairs)
     try:
-        module = module_of_file(file)
-        problems = module.validate(file)
-        name = module.FORMAT_NAME
+        module = module_of_file(target)
+        return module.FORMAT_NAME, module.validate(target)
     except ArrayIOError as error:
-        name, problems = None, [str(error)]
+        return None, [str(error)]
     except OSError as error:
-        _fail(f"{file}: {error.strerror or error}")
-    if as_json:
-        _emit_json({"file": file, "format": name, "valid": not problems, "problems": problems})
+        if alone:
+            _fail(_os_error_of(target, error))
+        return None, [_os_error_of(target, error)]
+
+
+def _validate_on_dask(files: tuple[str, ...], address: str, pairs: Iterable[str]) -> list[tuple[str | None, list]]:
+    from . import dask as arrayio_dask
+
+    options = storage_options_of(pairs) or None
+    if address == "local":
+        results = arrayio_dask.validate_many(files, storage_options=options)
     else:
-        for problem in problems:
-            click.echo(problem)
-        if not problems:
-            click.echo(f"{file}: valid {name} file")
-    sys.exit(1 if problems else 0)
+        from distributed import Client
+
+        with Client(address) as client:
+            results = arrayio_dask.validate_many(files, client, storage_options=options)
+    return [(None, results[file]) for file in files]
+
+
+@main.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+@click.option("--dask", "dask_address", is_flag=False, flag_value="local", default=None, metavar="[ADDRESS]",
+              help="Validate the files in parallel on a dask.distributed scheduler at ADDRESS "
+                   "(a local cluster when no address is given: put --dask last or use --dask=ADDRESS).")
+@_STORAGE_OPTION
+def validate(files: tuple[str, ...], as_json: bool, dask_address: str | None, storage_options: tuple[str, ...]) -> None:
+    """Check FILES (paths or URLs) completely; exit 0 when all are valid, 1 with one line per problem."""
+    if dask_address is not None:
+        results = _guard(lambda: _validate_on_dask(files, dask_address, storage_options))
+    else:
+        results = [_validate_here(file, storage_options, len(files) == 1) for file in files]
+    reports = [{"file": file, "format": name, "valid": not problems, "problems": problems}
+               for file, (name, problems) in zip(files, results)]
+    if as_json:
+        _emit_json(reports[0] if len(reports) == 1 else reports)
+    else:
+        for report in reports:
+            for problem in report["problems"]:
+                click.echo(problem)
+            if report["valid"]:
+                kind = f" {report['format']}" if report["format"] else ""
+                click.echo(f"{report['file']}: valid{kind} file")
+    sys.exit(1 if any(not report["valid"] for report in reports) else 0)
 
 
 @main.command(name="ls")
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("-l", "--long", "long_", is_flag=True, help="Show type, shape and size of each entry.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
-def ls_command(file: str, long_: bool, as_json: bool) -> None:
-    """List the entries (keys, arrays, episodes) of FILE."""
-    module = _module(file)
-    rows = _guard(lambda: module.entries(file))
+@_STORAGE_OPTION
+def ls_command(file: str, long_: bool, as_json: bool, storage_options: tuple[str, ...]) -> None:
+    """List the entries (keys, arrays, episodes) of FILE (a path or a URL)."""
+    target = _target(file, storage_options)
+    module = _module(target)
+    rows = _guard(lambda: module.entries(target))
     if as_json:
         _emit_json(rows)
         return
@@ -160,24 +236,33 @@ def ls_command(file: str, long_: bool, as_json: bool) -> None:
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.argument("key")
-def cat(file: str, key: str) -> None:
-    """Print the values of entry KEY of FILE, one per line."""
-    module = _module(file)
+@_STORAGE_OPTION
+def cat(file: str, key: str, storage_options: tuple[str, ...]) -> None:
+    """Print the values of entry KEY of FILE (a path or a URL), one per line."""
+    target = _target(file, storage_options)
+    module = _module(target)
 
     def run() -> None:
-        for line in module.cat(file, key):
+        for line in module.cat(target, key):
             click.echo(line)
 
     _guard(run)
 
 
 @main.command()
-@click.argument("source", type=click.Path(dir_okay=False, exists=True))
+@click.argument("source", type=click.Path(dir_okay=False))
 @click.argument("target", type=click.Path(dir_okay=False))
-def convert(source: str, target: str) -> None:
-    """Convert SOURCE to TARGET, the target format chosen by TARGET's extension."""
+@_STORAGE_OPTION
+def convert(source: str, target: str, storage_options: tuple[str, ...]) -> None:
+    """Convert SOURCE to TARGET (paths or URLs), the target format chosen by TARGET's extension."""
+    if not is_url(source) and not os.path.isfile(source):
+        _fail(f"{source}: no such file", 2)
+    shown_source, shown_target = source, target
+    options = storage_options_of(storage_options)
+    source = resolve(source, options) if is_url(source) else source
+    target = RemoteFile(target, options) if is_url(target) and options else target
     source_module = _module(source)
-    target_name = _guard(lambda: format_for_extension(target))
+    target_name = _guard(lambda: format_for_extension(shown_target))
     target_module = _guard(lambda: module_for(target_name))
     source_model = FORMATS[source_module.FORMAT_NAME].model
     if source_model != "mapping" or FORMATS[target_name].model != "mapping":
@@ -189,7 +274,7 @@ def convert(source: str, target: str) -> None:
             target_module.dump(store, target)
 
     _guard(run)
-    click.echo(f"{source} ({source_module.FORMAT_NAME}) -> {target} ({target_name})")
+    click.echo(f"{shown_source} ({source_module.FORMAT_NAME}) -> {shown_target} ({target_name})")
 
 
 @main.command()
