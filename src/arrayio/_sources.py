@@ -26,14 +26,24 @@ import tempfile
 import threading
 import uuid
 from collections import OrderedDict
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, BinaryIO, Iterable, Iterator, NamedTuple
+from typing import Any, BinaryIO, NamedTuple
 
 from ._binary import Source, atomic_write
 from .errors import ErrorKinds, ObjectChangedError, RemoteError, UnsupportedError
 
-__all__ = ["RemoteFile", "RemoteSource", "SourceStats", "is_url", "is_remote", "resolve", "remote_output",
-           "DEFAULT_READAHEAD", "DEFAULT_CACHE_BYTES"]
+__all__ = [
+    "DEFAULT_CACHE_BYTES",
+    "DEFAULT_READAHEAD",
+    "RemoteFile",
+    "RemoteSource",
+    "SourceStats",
+    "is_remote",
+    "is_url",
+    "remote_output",
+    "resolve",
+]
 
 DEFAULT_READAHEAD = 64 << 10
 DEFAULT_CACHE_BYTES = 32 << 20

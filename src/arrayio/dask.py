@@ -16,7 +16,8 @@ import math
 import os
 import threading
 from collections import OrderedDict
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
@@ -24,7 +25,7 @@ from ._registry import module_of_file
 from ._sources import RemoteFile, is_url, resolve
 from .errors import UnsupportedError
 
-__all__ = ["to_dask", "kdb_bag", "validate_many", "BLOCK_BYTES"]
+__all__ = ["BLOCK_BYTES", "kdb_bag", "to_dask", "validate_many"]
 
 # An uncompressed array is split into row blocks of at most this many bytes (one byte range each).
 BLOCK_BYTES = 64 << 20

@@ -9,12 +9,12 @@ import collections.abc
 import os
 import tempfile
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pytest
-
 from servers import CountingMotoServer, RangeServer
 
 BUCKET = "arrayio-test"

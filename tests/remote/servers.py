@@ -8,8 +8,11 @@ import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from moto.moto_server.werkzeug_app import (
+    DomainDispatcherApplication,
+    create_backend_app,
+)
 from moto.server import ThreadedMotoServer
-from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
 from werkzeug.serving import make_server
 
 _RANGE = re.compile(r"bytes=(\d*)-(\d*)$")
@@ -44,6 +47,7 @@ class RangeServer:
 
     def __init__(self) -> None:
         self.objects: dict[str, bytes] = {}
+        self.etags: dict[str, str] = {}
         self.counts = Counts()
         server = self
 
@@ -56,22 +60,22 @@ class RangeServer:
             def _object(self) -> bytes | None:
                 return server.objects.get(self.path.split("?")[0])
 
-            def do_HEAD(self) -> None:  # noqa: N802 - http.server's naming
+            def do_HEAD(self) -> None:
                 data = self._object()
                 server.counts.add(self.path, 0)
                 if data is None:
                     self._reply(404, b"", {}, head=True)
                 else:
-                    self._reply(200, b"", {"Content-Length": str(len(data)), "ETag": _etag(data)}, head=True,
-                                length=len(data))
+                    etag = server.etags[self.path.split("?")[0]]
+                    self._reply(200, b"", {"Content-Length": str(len(data)), "ETag": etag}, head=True, length=len(data))
 
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 data = self._object()
                 if data is None:
                     server.counts.add(self.path, 0)
                     self._reply(404, b"", {})
                     return
-                etag = _etag(data)
+                etag = server.etags[self.path.split("?")[0]]
                 wanted = self.headers.get("Range")
                 match = _RANGE.match(wanted or "")
                 if match is None:
@@ -114,8 +118,9 @@ class RangeServer:
         return f"http://{host}:{port}"
 
     def put(self, name: str, data: bytes) -> str:
-        """Serve ``data`` at /name; returns its URL."""
-        self.objects[f"/{name}"] = bytes(data)
+        """Serve ``data`` (bytes, or an mmap for big objects) at /name; returns its URL."""
+        self.etags[f"/{name}"] = _etag(data)
+        self.objects[f"/{name}"] = data if not isinstance(data, (bytearray, memoryview)) else bytes(data)
         return f"{self.url}/{name}"
 
     def start(self) -> None:

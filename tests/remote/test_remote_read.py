@@ -43,7 +43,7 @@ def _format_entry_point(kind: str):
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("kind", SAMPLES)
 def test_remote_read_equals_local(served, kind, backend):
-    url, options, counts, path = served(kind, backend)
+    url, options, _counts, path = served(kind, backend)
     with arrayio.open(path) as local:
         expected = snapshot(local)
     with arrayio.open(url, storage_options=options) as remote:
@@ -104,7 +104,7 @@ def test_one_item_moves_its_bytes_plus_64k_in_three_requests(served, kind, backe
 
 
 def test_kastore_small_key_after_open(served):
-    url, options, counts, _path = served("kastore/reference", "http")
+    url, _options, counts, _path = served("kastore/reference", "http")
     with kastore.load(url) as store:
         counts.reset()
         assert np.array_equal(store["small"], np.arange(100, dtype=np.int32))
