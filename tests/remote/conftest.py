@@ -52,8 +52,7 @@ def s3_server():
 def s3_options(s3_server) -> dict:
     """storage_options that point s3fs at the moto server."""
     return {"key": "testing", "secret": "testing", "client_kwargs": {"endpoint_url": s3_server.endpoint,
-                                                                      "region_name": "us-east-1"},
-            "skip_instance_cache": True}
+                                                                      "region_name": "us-east-1"}}
 
 
 @pytest.fixture
