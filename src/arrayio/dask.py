@@ -80,39 +80,50 @@ class _OpenFiles:
 _open_files = _OpenFiles(_OPEN_FILES)
 
 
-def _read_range(location: str, options: dict, size: int | None, etag: str | None, offset: int, count: int,
-                dtype: str, shape: tuple[int, ...]) -> np.ndarray:
-    """``count`` elements of ``dtype`` at byte ``offset``, shaped: one ranged read (a map for local files)."""
+def _row_range(block_id: tuple[int, ...] | None, step: int, rows: int) -> tuple[int, int]:
+    low = (block_id or (0,))[0] * step
+    return low, min(rows, low + step)
+
+
+def _read_rows(location: str, options: dict, size: int | None, etag: str | None, base: int, row_items: int,
+               dtype: str, trailing: tuple[int, ...], step: int, rows: int, block_id: Any = None) -> np.ndarray:
+    """Rows of an uncompressed array of ``rows`` rows at byte ``base``: one ranged read (a map for local files)."""
+    low, high = _row_range(block_id, step, rows)
     dtype_ = np.dtype(dtype)
+    count = (high - low) * row_items
+    offset = base + low * row_items * dtype_.itemsize
     if not is_url(location):
-        return np.fromfile(location, dtype=dtype_, count=count, offset=offset).reshape(shape)
+        return np.fromfile(location, dtype=dtype_, count=count, offset=offset).reshape((high - low, *trailing))
     remote = _reach(location, options, size, etag)
     remote.readahead = 0
     data = remote.read(offset, count * dtype_.itemsize)
-    return np.frombuffer(data, dtype=dtype_, count=count).reshape(shape)
+    return np.frombuffer(data, dtype=dtype_, count=count).reshape((high - low, *trailing))
 
 
-def _bloscpack_rows(location: str, options: dict, size: int | None, etag: str | None, low: int,
-                    high: int) -> np.ndarray:
-    """Rows ``low..high`` of a bloscpack array: the chunks holding them, fetched in one request and verified."""
-    reader = _open_files.get(location, options, size, etag)
-    return reader[low:high]
+def _bloscpack_rows(location: str, options: dict, size: int | None, etag: str | None, step: int, rows: int,
+                    block_id: Any = None) -> np.ndarray:
+    """Rows of a bloscpack array: the chunks holding them, fetched in one request and verified."""
+    low, high = _row_range(block_id, step, rows)
+    return _open_files.get(location, options, size, etag)[low:high]
 
 
 # --------------------------------------------------------------------------- to_dask
 
-def _array(name: str, tasks: list[tuple], chunks: tuple[tuple[int, ...], ...], dtype: np.dtype) -> Any:
-    from dask.array import Array
-    from dask.highlevelgraph import HighLevelGraph
+def _array(read: Any, args: tuple, step: int, shape: tuple[int, ...], dtype: np.dtype, name: str) -> Any:
+    """A dask array of row blocks of ``step`` rows, block i made by ``read(*args, step, rows, block_id=(i, ...))``.
 
-    trailing = (0,) * (len(chunks) - 1)
-    graph = {(name, index, *trailing): task for index, task in enumerate(tasks)}
-    return Array(HighLevelGraph.from_collections(name, graph, dependencies=()), name, chunks, dtype=dtype)
+    A blockwise layer, so the reads fuse with what follows them (``.sum()`` is one task per block).
+    """
+    import dask.array
+
+    rows = shape[0]
+    chunks = (tuple(min(step, rows - low) for low in range(0, rows, step)) or (0,), *((size,) for size in shape[1:]))
+    return dask.array.map_blocks(read, *args, step, rows, chunks=chunks, dtype=dtype, name=name,
+                                 meta=np.empty((0,) * len(shape), dtype=dtype))
 
 
-def _row_blocks(rows: int, row_bytes: int, block_bytes: int) -> list[tuple[int, int]]:
-    step = max(1, block_bytes // max(1, row_bytes))
-    return [(low, min(rows, low + step)) for low in range(0, rows, step)] or [(0, 0)]
+def _rows_per_block(row_bytes: int, block_bytes: int) -> int:
+    return max(1, block_bytes // max(1, row_bytes))
 
 
 def _token(*parts: Any) -> str:
@@ -145,19 +156,20 @@ def to_dask(target: Any, key: str | None = None, storage_options: dict | None = 
 
 def _bloscpack_array(reader: Any, location: tuple) -> Any:
     shape, dtype = reader.shape, reader.dtype
-    if reader.order != "C" or not shape:
-        rows, blocks = (shape[0] if shape else 1), [(0, shape[0] if shape else 1)]
-    else:
-        rows = shape[0]
-        row_bytes = math.prod(shape[1:]) * dtype.itemsize
-        chunk_bytes = int(reader.header.chunk_size) if reader.header.chunk_size > 0 else int(reader.starts[1])
-        blocks = _row_blocks(rows, row_bytes, chunk_bytes)
     name = f"arrayio-bloscpack-{_token(location, shape, str(dtype))}"
-    tasks = [(_bloscpack_rows, *location, low, high) for low, high in blocks]
-    chunks = (tuple(high - low for low, high in blocks), *((size,) for size in shape[1:]))
-    if not shape:
-        return _array(name, [(_whole, *location)], (), dtype)
-    return _array(name, tasks, chunks, dtype)
+    if reader.order != "C" or not shape:
+        return _whole_array(location, shape, dtype, name)
+    row_bytes = math.prod(shape[1:]) * dtype.itemsize
+    chunk_bytes = int(reader.header.chunk_size) if reader.header.chunk_size > 0 else int(reader.starts[1])
+    return _array(_bloscpack_rows, location, _rows_per_block(row_bytes, chunk_bytes), shape, dtype, name)
+
+
+def _whole_array(location: tuple, shape: tuple[int, ...], dtype: np.dtype, name: str) -> Any:
+    """Fortran-order and 0-d arrays: one block, read whole."""
+    import dask
+    import dask.array
+
+    return dask.array.from_delayed(dask.delayed(_whole, pure=True, name=name)(*location), shape, dtype=dtype)
 
 
 def _whole(location: str, options: dict, size: int | None, etag: str | None) -> np.ndarray:
@@ -176,11 +188,9 @@ def _keyed_array(store: Any, key: str | None, location: tuple, block_bytes: int)
     info = store.info(key)
     offset, _length = store.extent(key)
     dtype = info.dtype.newbyteorder("<") if info.dtype.itemsize > 1 else info.dtype
-    blocks = _row_blocks(info.shape[0], dtype.itemsize, block_bytes)
     name = f"arrayio-{store.layout_name}-{_token(location, key)}"
-    tasks = [(_read_range, *location, offset + low * dtype.itemsize, high - low, dtype.str, (high - low,))
-             for low, high in blocks]
-    return _array(name, tasks, (tuple(high - low for low, high in blocks),), dtype)
+    return _array(_read_rows, (*location, offset, 1, dtype.str, ()), _rows_per_block(dtype.itemsize, block_bytes),
+                  info.shape, dtype, name)
 
 
 def _matrix_array(container: Any, location: tuple, block_bytes: int) -> Any:
@@ -189,20 +199,11 @@ def _matrix_array(container: Any, location: tuple, block_bytes: int) -> Any:
         raise UnsupportedError(f"to_dask: pycauset {layout.matrix_type}/{layout.data_type} payloads are packed, "
                                "not plain rows; load them with arrayio.pycauset.load")
     dtype = layout.dtype
-    cols = 1 if layout.is_vector else layout.cols
-    row_bytes = cols * dtype.itemsize
-    blocks = _row_blocks(layout.rows, row_bytes, block_bytes)
+    trailing = () if layout.is_vector else (layout.cols,)
+    row_items = math.prod(trailing)
     name = f"arrayio-pycauset-{_token(location, container.payload_offset)}"
-    base = container.payload_offset
-    if layout.is_vector:
-        tasks = [(_read_range, *location, base + low * row_bytes, high - low, dtype.str, (high - low,))
-                 for low, high in blocks]
-        chunks: tuple = (tuple(high - low for low, high in blocks),)
-    else:
-        tasks = [(_read_range, *location, base + low * row_bytes, (high - low) * cols, dtype.str,
-                  (high - low, cols)) for low, high in blocks]
-        chunks = (tuple(high - low for low, high in blocks), (cols,))
-    array = _array(name, tasks, chunks, dtype)
+    array = _array(_read_rows, (*location, container.payload_offset, row_items, dtype.str, trailing),
+                   _rows_per_block(row_items * dtype.itemsize, block_bytes), (layout.rows, *trailing), dtype, name)
     return layout.orient(array)
 
 
