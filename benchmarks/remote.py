@@ -45,6 +45,7 @@ from arrayio import dask as arrayio_dask  # noqa: E402
 KEY_BYTES = 10 * 10**6
 ROW_BLOCK_BYTES = 1 << 20
 SLACK = 64 << 10
+REPEAT = 3
 
 
 def _random(nbytes: int, dtype: str, seed: int) -> np.ndarray:
@@ -88,27 +89,34 @@ class Measure:
     def __init__(self, server: RangeServer) -> None:
         self.server = server
 
-    def __call__(self, action):
-        self.server.counts.reset()
-        start = time.perf_counter()
-        result = action()
-        elapsed = time.perf_counter() - start
+    def __call__(self, action, repeat: int = 1):
+        """(result, requests, bytes, best time of ``repeat`` runs); the counts are those of one run."""
+        best = float("inf")
+        for _ in range(repeat):
+            self.server.counts.reset()
+            start = time.perf_counter()
+            result = action()
+            best = min(best, time.perf_counter() - start)
         requests, sent = self.server.counts.total()
-        return result, requests, sent, elapsed
+        return result, requests, sent, best
 
 
 def _limit(url: str, offset: int, length: int) -> float:
+    """Best time of one ranged GET of exactly the item's bytes."""
     fs, path = fsspec.core.url_to_fs(url)
-    start = time.perf_counter()
-    fs.cat_file(path, start=offset, end=offset + length)
-    return time.perf_counter() - start
+    best = float("inf")
+    for _ in range(REPEAT):
+        start = time.perf_counter()
+        fs.cat_file(path, start=offset, end=offset + length)
+        best = min(best, time.perf_counter() - start)
+    return best
 
 
 def case_kastore(url: str, measure: Measure) -> dict:
     def ours():
         with kastore.load(url) as store:
             return np.array(store["target"]), store.extent("target")[0]
-    (array, offset), requests, sent, elapsed = measure(ours)
+    (array, offset), requests, sent, elapsed = measure(ours, REPEAT)
 
     def reference():
         import kastore as reference_kastore
@@ -140,7 +148,7 @@ def case_bloscpack(url: str, measure: Measure) -> dict:
             block = reader[chunk * rows:(chunk + 1) * rows]
             start, stop = int(reader.positions[chunk]), int(reader.positions[chunk + 1])
             return block, rows, start, stop
-    (block, rows, start, stop), requests, sent, elapsed = measure(ours)
+    (block, rows, start, stop), requests, sent, elapsed = measure(ours, REPEAT)
 
     def reference():
         with fsspec.open(url, "rb") as handle:
@@ -164,7 +172,7 @@ def case_kdb(url: str, measure: Measure) -> dict:
             entry = reader.entry(position)
             return (episode.steps.copy(), images, entry.meta_offset,
                     entry.meta_length + entry.actions_length + entry.images_length)
-    (steps, images, offset, length), requests, sent, elapsed = measure(ours)
+    (steps, images, offset, length), requests, sent, elapsed = measure(ours, REPEAT)
 
     def reference():
         # kinodb has no Python package: the baseline reads the whole object, then parses it locally.
@@ -186,7 +194,7 @@ def case_pycauset(url: str, measure: Measure, folder: Path) -> dict:
             first = container.layout.rows // 2
             return (container.read_rows(first, first + rows), first, container.payload_offset,
                     container.layout.cols)
-    (block, first, payload_offset, cols), requests, sent, elapsed = measure(ours)
+    (block, first, payload_offset, cols), requests, sent, elapsed = measure(ours, REPEAT)
 
     def reference():
         local = folder / "downloaded.pycauset"
@@ -213,12 +221,40 @@ def case_pycauset(url: str, measure: Measure, folder: Path) -> dict:
                 ref_seconds=ref_elapsed, limit_seconds=_limit(url, start, block.nbytes))
 
 
-def case_dask(url: str, path: Path) -> dict:
+SERVE_ONE_FILE = """
+import mmap, sys
+sys.path.insert(0, sys.argv[2])
+from servers import RangeServer
+server = RangeServer()
+with open(sys.argv[1], "rb") as handle:
+    data = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+url = server.put("dask.blp", data)
+server.start()
+print(url, flush=True)
+sys.stdin.read()
+server.stop()
+"""
+
+
+def case_dask(path: Path, threads: int) -> dict:
+    """The dask run, its file served by a server in another process (as a real server would be)."""
+    import subprocess
+
+    server = subprocess.Popen([sys.executable, "-c", SERVE_ONE_FILE, str(path), str(HERE.parent / "tests" / "remote")],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        return _dask_runs(server.stdout.readline().strip(), path, threads)
+    finally:
+        server.stdin.close()
+        server.wait(timeout=60)
+
+
+def _dask_runs(url: str, path: Path, threads: int) -> dict:
     from distributed import Client, LocalCluster, wait
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+        cluster = LocalCluster(n_workers=2, threads_per_worker=threads, processes=True, host="127.0.0.1",
                                dashboard_address=None)
         client = Client(cluster)
     try:
@@ -251,6 +287,8 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=2000)
     parser.add_argument("--dir", type=Path, default=None)
     parser.add_argument("--no-dask", action="store_true")
+    parser.add_argument("--only-dask", action="store_true")
+    parser.add_argument("--threads", type=int, default=1, help="threads per dask worker (both dask runs)")
     args = parser.parse_args()
     folder = args.dir or Path(tempfile.mkdtemp(prefix="arrayio-remote-bench-"))
     folder.mkdir(parents=True, exist_ok=True)
@@ -258,21 +296,21 @@ def main() -> None:
     server = RangeServer()
     maps = []
     for name, path in files.items():
-        if path.exists():
+        if path.exists() and name != "dask":
             with open(path, "rb") as handle:
                 maps.append(mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ))
             server.put(path.name, maps[-1])
     server.start()
     measure = Measure(server)
-    url = {name: f"{server.url}/{path.name}" for name, path in files.items()}
+    url = {name: f"{server.url}/{path.name}" for name, path in files.items() if name != "dask"}
     for address in url.values():  # warm-up: imports, the HTTP session, the server's page cache
         _limit(address, 0, 1)
-    print(f"files in {folder}; sizes: " + ", ".join(f"{name} {path.stat().st_size / 1e9:.2f} GB"
-                                                    for name, path in files.items() if path.exists()))
+    sizes = ", ".join(f"{name} {path.stat().st_size / 1e9:.2f} GB" for name, path in files.items() if path.exists())
+    print(f"files in {folder}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; sizes: {sizes}")
     print("| format | item | item bytes | requests | bytes / (item + 64 KiB) | time | reference requests | "
           "reference bytes | reference time | limit (one GET of the item) | ours / limit |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    cases = [("kastore", lambda: case_kastore(url["kastore"], measure)),
+    cases = [] if args.only_dask else [("kastore", lambda: case_kastore(url["kastore"], measure)),
              ("bloscpack", lambda: case_bloscpack(url["bloscpack"], measure)),
              ("kdb", lambda: case_kdb(url["kdb"], measure)),
              ("pycauset", lambda: case_pycauset(url["pycauset"], measure, folder))]
@@ -283,10 +321,10 @@ def main() -> None:
               f"{row['ref_requests']} | {row['ref_bytes']:,} | {row['ref_seconds']:.2f} s | "
               f"{row['limit_seconds'] * 1e3:.1f} ms | {row['seconds'] / row['limit_seconds']:.2f}x |", flush=True)
     if not args.no_dask:
-        row = case_dask(url["dask"], files["dask"])
+        row = case_dask(files["dask"], args.threads)
         print()
         print(f"dask: {row['nbytes'] / 1e9:.2f} GB of uint16 in a {row['file_bytes'] / 1e9:.2f} GB bloscpack file, "
-              f"{row['chunks']} chunks, LocalCluster(2 processes x 1 thread)")
+              f"{row['chunks']} chunks, LocalCluster(2 processes x {args.threads} threads)")
         print("| run | time | throughput | ratio to in-memory |")
         print("| --- | ---: | ---: | ---: |")
         for label, seconds in (("to_dask(url).sum() over HTTP", row["remote"]),

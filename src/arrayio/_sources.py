@@ -52,8 +52,9 @@ UPLOAD_PART_BYTES = 16 << 20
 # Object stores publish an object whole when its upload completes; elsewhere we write a temporary key and move it.
 WHOLE_ON_CLOSE = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "adl"})
 
-# A scheme of two or more letters (so "C:\\" stays a path), then "://" or fsspec's "::" chaining.
-_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]+(://|::)")
+# A scheme of two or more letters (so "C:\\" stays a path), then "://", or fsspec's "::" chaining
+# in front of one (so a file named "a::b.kas" stays a path).
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]+(://|::.*://)")
 _CONTENT_RANGE = re.compile(r"bytes\s+(?:\d+-\d+|\*)/(\d+)")
 
 

@@ -53,6 +53,9 @@ class RangeServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Headers and body go out in two writes: without TCP_NODELAY, Nagle and delayed ACKs
+            # hold every small response for ~40 ms (real servers set it too).
+            disable_nagle_algorithm = True
 
             def log_message(self, *args: object) -> None:
                 pass
