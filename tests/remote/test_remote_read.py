@@ -151,3 +151,31 @@ def test_detect_from_the_first_response(served):
     url, _options, counts, _path = served("pycauset/reference", "http")
     assert arrayio.detect(arrayio.RemoteFile(url)) == "pycauset"
     assert counts.total()[0] == 1
+
+
+def test_a_small_file_is_detected_and_opened_from_one_request(http_server):
+    url = http_server.put("tiny.kas", kastore.dumps({"a": np.arange(10), "b": np.ones(3)}))
+    http_server.counts.reset()
+    with arrayio.open(url) as store:
+        assert np.array_equal(store["a"], np.arange(10)) and np.array_equal(store["b"], np.ones(3))
+    assert http_server.counts.total()[0] == 1
+
+
+def test_chained_and_memory_urls(http_server, samples):
+    path = samples("bloscpack/ours")
+    url = http_server.put("chained.blp", path.read_bytes())
+    expected = bloscpack.unpack_ndarray_from_file(path)
+    assert np.array_equal(bloscpack.unpack_ndarray_from_file(f"simplecache::{url}"), expected)
+    with fsspec.open("memory://arrayio-read-test/m.blp", "wb") as handle:
+        handle.write(path.read_bytes())
+    with arrayio.open("memory://arrayio-read-test/m.blp") as reader:
+        assert np.array_equal(reader.read(), expected)
+        assert reader.source.stats.requests >= 2  # info() for the size, then ranges
+
+
+def test_an_empty_object_is_no_format(http_server):
+    url = http_server.put("empty.kas", b"")
+    with pytest.raises(arrayio.FormatError, match="empty.kas"):
+        arrayio.open(url)
+    with pytest.raises(EOFError):
+        kastore.load(url)
