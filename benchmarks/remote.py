@@ -2,7 +2,7 @@
 
     python benchmarks/remote.py [--gb 1.0] [--dask-gb 2.0] [--episodes 2000] [--dir DIR] [--no-dask]
 
-Every file is served by the tests' HTTP range server (tests/remote/servers.py) on 127.0.0.1, which
+Every file is served by the tests' HTTP range server (tests/remote/remote_servers.py) on 127.0.0.1, which
 counts the requests it receives and the body bytes it sends: the figures below are the server's. For
 each format: open a file of --gb (kdb: --episodes episodes) from its URL and read one item (a 10 MB
 kastore key, one bloscpack chunk, one kdb episode, a 1 MB row block of a pycauset matrix), against
@@ -35,12 +35,11 @@ HERE = Path(__file__).resolve().parent
 sys.path[:] = [str(HERE.parent / "src"), str(HERE.parent / "tests" / "remote")] + [
     entry for entry in sys.path if Path(entry or ".").resolve() != HERE]
 
-import fsspec  # noqa: E402
-from servers import RangeServer  # noqa: E402
+import fsspec
+from remote_servers import RangeServer
 
-import arrayio  # noqa: E402
-from arrayio import bloscpack, kastore, kdb, pycauset  # noqa: E402
-from arrayio import dask as arrayio_dask  # noqa: E402
+from arrayio import bloscpack, kastore, kdb, pycauset
+from arrayio import dask as arrayio_dask
 
 KEY_BYTES = 10 * 10**6
 ROW_BLOCK_BYTES = 1 << 20
@@ -132,9 +131,9 @@ def case_kastore(url: str, measure: Measure) -> dict:
             return np.array(store["target"])
     expected, ref_requests, ref_sent, ref_elapsed = measure(reference)
     assert np.array_equal(array, expected)
-    return dict(item="one 10 MB key", item_bytes=array.nbytes, requests=requests, bytes=sent, seconds=elapsed,
-                ref="kastore.load(fsspec.open(url).open())", ref_requests=ref_requests, ref_bytes=ref_sent,
-                ref_seconds=ref_elapsed, limit_seconds=_limit(url, offset, array.nbytes))
+    return {"item": "one 10 MB key", "item_bytes": array.nbytes, "requests": requests, "bytes": sent, "seconds": elapsed,
+                "ref": "kastore.load(fsspec.open(url).open())", "ref_requests": ref_requests, "ref_bytes": ref_sent,
+                "ref_seconds": ref_elapsed, "limit_seconds": _limit(url, offset, array.nbytes)}
 
 
 def _bloscpack_reference():
@@ -162,9 +161,9 @@ def case_bloscpack(url: str, measure: Measure) -> dict:
         return whole[chunk * rows:(chunk + 1) * rows]
     expected, ref_requests, ref_sent, ref_elapsed = measure(reference)
     assert np.array_equal(block, expected)
-    return dict(item="one 1 MiB chunk", item_bytes=stop - start, requests=requests, bytes=sent, seconds=elapsed,
-                ref="bloscpack.unpack_ndarray_from_bytes(fsspec read)", ref_requests=ref_requests,
-                ref_bytes=ref_sent, ref_seconds=ref_elapsed, limit_seconds=_limit(url, start, stop - start))
+    return {"item": "one 1 MiB chunk", "item_bytes": stop - start, "requests": requests, "bytes": sent, "seconds": elapsed,
+                "ref": "bloscpack.unpack_ndarray_from_bytes(fsspec read)", "ref_requests": ref_requests,
+                "ref_bytes": ref_sent, "ref_seconds": ref_elapsed, "limit_seconds": _limit(url, start, stop - start)}
 
 
 def case_kdb(url: str, measure: Measure) -> dict:
@@ -188,9 +187,9 @@ def case_kdb(url: str, measure: Measure) -> dict:
             return episode.steps.copy(), episode.images["front"]
     (ref_steps, ref_images), ref_requests, ref_sent, ref_elapsed = measure(reference)
     assert np.array_equal(steps, ref_steps) and np.array_equal(images, ref_images)
-    return dict(item="one episode (10 frames + images)", item_bytes=length, requests=requests, bytes=sent,
-                seconds=elapsed, ref="whole object read, then parsed (no Python kinodb)", ref_requests=ref_requests,
-                ref_bytes=ref_sent, ref_seconds=ref_elapsed, limit_seconds=_limit(url, offset, length))
+    return {"item": "one episode (10 frames + images)", "item_bytes": length, "requests": requests, "bytes": sent,
+                "seconds": elapsed, "ref": "whole object read, then parsed (no Python kinodb)", "ref_requests": ref_requests,
+                "ref_bytes": ref_sent, "ref_seconds": ref_elapsed, "limit_seconds": _limit(url, offset, length)}
 
 
 def case_pycauset(url: str, measure: Measure, folder: Path) -> dict:
@@ -222,15 +221,15 @@ def case_pycauset(url: str, measure: Measure, folder: Path) -> dict:
     expected, ref_requests, ref_sent, ref_elapsed = measure(reference)
     assert np.array_equal(block, expected)
     start = payload_offset + first * cols * 8
-    return dict(item="a 1 MiB row block", item_bytes=block.nbytes, requests=requests, bytes=sent, seconds=elapsed,
-                ref="download + pycauset.load", ref_requests=ref_requests, ref_bytes=ref_sent,
-                ref_seconds=ref_elapsed, limit_seconds=_limit(url, start, block.nbytes))
+    return {"item": "a 1 MiB row block", "item_bytes": block.nbytes, "requests": requests, "bytes": sent, "seconds": elapsed,
+                "ref": "download + pycauset.load", "ref_requests": ref_requests, "ref_bytes": ref_sent,
+                "ref_seconds": ref_elapsed, "limit_seconds": _limit(url, start, block.nbytes)}
 
 
 SERVE_ONE_FILE = """
 import mmap, sys
 sys.path.insert(0, sys.argv[2])
-from servers import RangeServer
+from remote_servers import RangeServer
 server = RangeServer()
 with open(sys.argv[1], "rb") as handle:
     data = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
@@ -282,8 +281,8 @@ def _dask_runs(url: str, path: Path, threads: int) -> dict:
     local_sum = bloscpack.unpack_ndarray_from_file(path).sum()
     local = time.perf_counter() - start
     assert remote_sum == memory_sum == local_sum
-    return dict(nbytes=array.nbytes, file_bytes=path.stat().st_size, chunks=array.numblocks[0], remote=remote,
-                memory=memory, local=local)
+    return {"nbytes": array.nbytes, "file_bytes": path.stat().st_size, "chunks": array.numblocks[0], "remote": remote,
+                "memory": memory, "local": local}
 
 
 def main() -> None:

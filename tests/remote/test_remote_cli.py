@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import BUCKET
+from remote_samples import BUCKET
 
 import arrayio
 from arrayio import kast

@@ -7,7 +7,7 @@ import socket
 
 import numpy as np
 import pytest
-from conftest import BUCKET
+from remote_samples import BUCKET
 
 import arrayio
 from arrayio import kastore

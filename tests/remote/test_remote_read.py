@@ -6,7 +6,7 @@ from __future__ import annotations
 import fsspec
 import numpy as np
 import pytest
-from conftest import SAMPLES, assert_same, snapshot
+from remote_samples import SAMPLES, assert_same, snapshot
 
 import arrayio
 from arrayio import bloscpack, kast, kastore, kdb, pycauset

@@ -14,7 +14,7 @@ from pathlib import Path
 import fsspec
 import numpy as np
 import pytest
-from conftest import BUCKET, assert_same
+from remote_samples import BUCKET, assert_same
 
 import arrayio
 from arrayio import bloscpack, kast, kastore, kdb, pycauset
