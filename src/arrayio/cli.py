@@ -176,13 +176,13 @@ def _validate_on_dask(files: tuple[str, ...], address: str, pairs: Iterable[str]
 
     options = storage_options_of(pairs) or None
     if address == "local":
-        results = arrayio_dask.validate_many(files, storage_options=options)
+        results = arrayio_dask.validate_checked(list(files), storage_options=options)
     else:
         from distributed import Client
 
         with Client(address) as client:
-            results = arrayio_dask.validate_many(files, client, storage_options=options)
-    return [(None, results[file]) for file in files]
+            results = arrayio_dask.validate_checked(list(files), client, storage_options=options)
+    return [results[file] for file in files]
 
 
 @main.command()

@@ -254,15 +254,32 @@ def kdb_bag(targets: Iterable[Any], storage_options: dict | None = None,
 
 # --------------------------------------------------------------------------- validate_many
 
-def _validate_one(target: Any, storage_options: dict | None) -> list[str]:
-    """arrayio.validate, with an unreadable target reported as a problem instead of raised."""
-    from . import validate
+def _checked(target: Any, storage_options: dict | None) -> tuple[str | None, list[str]]:
+    """(format name, problems) of one target; an unreadable target is a problem, not an exception."""
+    from .errors import FormatError
 
     try:
-        return validate(target, storage_options=storage_options or None)
+        resolved = resolve(target, storage_options or None)
+        module = module_of_file(resolved)
+        return module.FORMAT_NAME, module.validate(resolved)
+    except FormatError as error:
+        return None, [str(error)]
     except OSError as error:
-        return [f"{target}: {error.strerror or error}" if not str(error).count(str(target))
-                else str(error)]
+        text = str(error) if str(target) in str(error) else f"{target}: {error.strerror or error}"
+        return None, [text]
+
+
+def validate_checked(targets: list[Any], client: Any = None,
+                     storage_options: dict | None = None) -> dict[Any, tuple[str | None, list[str]]]:
+    """{target: (format name, problems)} computed on ``client`` (a local cluster when None)."""
+    if client is None:
+        from distributed import Client, LocalCluster
+
+        with LocalCluster(processes=True, n_workers=min(4, os.cpu_count() or 1), threads_per_worker=1,
+                          dashboard_address=None) as cluster, Client(cluster) as local:
+            return validate_checked(targets, local, storage_options)
+    futures = client.map(_checked, targets, storage_options=storage_options, pure=False)
+    return dict(zip(targets, client.gather(futures)))
 
 
 def validate_many(targets: Iterable[Any], client: Any = None,
@@ -272,12 +289,5 @@ def validate_many(targets: Iterable[Any], client: Any = None,
     Without a client a LocalCluster of worker processes is started for the
     call and closed after it.
     """
-    targets = list(targets)
-    if client is None:
-        from distributed import Client, LocalCluster
-
-        with LocalCluster(processes=True, n_workers=min(4, os.cpu_count() or 1), threads_per_worker=1,
-                          dashboard_address=None) as cluster, Client(cluster) as local:
-            return validate_many(targets, local, storage_options)
-    futures = client.map(_validate_one, targets, storage_options=storage_options, pure=False)
-    return dict(zip(targets, client.gather(futures)))
+    results = validate_checked(list(targets), client, storage_options)
+    return {target: problems for target, (_name, problems) in results.items()}
