@@ -179,3 +179,20 @@ def test_an_empty_object_is_no_format(http_server):
         arrayio.open(url)
     with pytest.raises(EOFError):
         kastore.load(url)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_one_kdb_frame_costs_at_most_its_episode(served, backend):
+    # Frames are not indexed (variable-length image records): a frame read fetches its episode's
+    # state/action and image sections, never more (docs/remote.md).
+    url, options, counts, path = served("kdb/ours", backend)
+    with kdb.open(url, storage_options=options) as reader, kdb.open(path) as local:
+        counts.reset()
+        frame = reader.read_frame(7, 3)
+        expected = local.read_frame(7, 3)
+        assert np.array_equal(frame.state, expected.state)
+        assert np.array_equal(frame.images["front"], expected.images["front"])
+        entry = reader.entry(7)
+        requests, sent = counts.total()
+        assert requests <= 3
+        assert sent <= entry.actions_length + entry.images_length + SLACK
