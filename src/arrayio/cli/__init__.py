@@ -25,6 +25,7 @@ from .._registry import (
     module_for,
     module_of_file,
 )
+from .._sources import RemoteFile, is_url, resolve
 from ..errors import ArrayIOError, FormatError, Problem
 from ._common import (
     emit_json,
@@ -32,7 +33,10 @@ from ._common import (
     json_option,
     problem_object,
     run,
+    storage_option,
+    storage_options_of,
     table_lines,
+    target_of,
     tree_lines,
     write_lines,
 )
@@ -80,21 +84,23 @@ def main() -> None:
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @json_option
-def info(file: str, as_json: bool) -> None:
-    """Show what FILE holds (format detected from its magic bytes)."""
-    facts = file_info(file)
+@storage_option
+def info(file: str, as_json: bool, storage_options: tuple[str, ...]) -> None:
+    """Show what FILE (a path or a URL) holds (format detected from its magic bytes)."""
+    facts = file_info(target_of(file, storage_options))
     if as_json:
         emit_json(facts)
     else:
         write_lines(tree_lines(facts))
 
 
-def _file_report(file: str) -> dict[str, Any]:
+def _file_report(file: str, pairs: tuple[str, ...]) -> dict[str, Any]:
     """Problems of one file; an unreadable or unknown file is one problem, never an exception."""
     name = None
     try:
-        name = module_of_file(file).FORMAT_NAME
-        problems = file_problems(file)
+        target = target_of(file, pairs)
+        name = module_of_file(target).FORMAT_NAME
+        problems = file_problems(target)
     except OSError as error:  # the line names the file already: the reason is enough
         problems = [Problem(error.strerror or str(error))]
     except ArrayIOError as error:
@@ -102,16 +108,39 @@ def _file_report(file: str) -> dict[str, Any]:
     return {"file": file, "format": name, "problems": problems}
 
 
+def _reports_on_dask(files: tuple[str, ...], address: str, pairs: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The reports of ``files``, validated in parallel on a dask.distributed scheduler."""
+    from .. import dask as arrayio_dask
+
+    options = storage_options_of(pairs) or None
+    if address == "local":
+        results = arrayio_dask.validate_checked(list(files), storage_options=options)
+    else:
+        from distributed import Client
+
+        with Client(address) as client:
+            results = arrayio_dask.validate_checked(list(files), client, storage_options=options)
+    return [{"file": file, "format": results[file][0], "problems": results[file][1]} for file in files]
+
+
 @main.command()
 @click.argument("files", metavar="FILE...", nargs=-1, required=True, type=click.Path())
 @json_option
+@click.option("--dask", "dask_address", is_flag=False, flag_value="local", default=None, metavar="[ADDRESS]",
+              help="Validate the files in parallel on a dask.distributed scheduler at ADDRESS "
+                   "(a local cluster when no address is given: put --dask last or use --dask=ADDRESS).")
+@storage_option
 @click.pass_context
-def validate(ctx: click.Context, files: tuple[str, ...], as_json: bool) -> None:
-    """Check every FILE completely; exit 0 only when all are valid.
+def validate(ctx: click.Context, files: tuple[str, ...], as_json: bool, dask_address: str | None,
+             storage_options: tuple[str, ...]) -> None:
+    """Check every FILE (paths or URLs) completely; exit 0 only when all are valid.
 
     One line per problem, each starting with its file; exit 1 when any file has a problem.
     """
-    reports = [_file_report(file) for file in files]
+    if dask_address is not None:
+        reports = _reports_on_dask(files, dask_address, storage_options)
+    else:
+        reports = [_file_report(file, storage_options) for file in files]
     valid = not any(report["problems"] for report in reports)
     if as_json:
         emit_json({"valid": valid, "files": [
@@ -132,9 +161,11 @@ def validate(ctx: click.Context, files: tuple[str, ...], as_json: bool) -> None:
 @click.option("-l", "--long", "long_", is_flag=True, help="A table of every entry's type, shape and size.")
 @click.option("--bytes", "exact", is_flag=True, help="Exact byte counts instead of human-readable sizes.")
 @json_option
-def ls_command(file: str, long_: bool, exact: bool, as_json: bool) -> None:
-    """List the entries (keys, arrays, episodes, chunks) of FILE."""
-    rows = module_of_file(file).entries(file)
+@storage_option
+def ls_command(file: str, long_: bool, exact: bool, as_json: bool, storage_options: tuple[str, ...]) -> None:
+    """List the entries (keys, arrays, episodes, chunks) of FILE (a path or a URL)."""
+    target = target_of(file, storage_options)
+    rows = module_of_file(target).entries(target)
     if as_json:
         emit_json(rows)
     elif long_ and rows:
@@ -146,13 +177,15 @@ def ls_command(file: str, long_: bool, exact: bool, as_json: bool) -> None:
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.argument("key")
-def cat(file: str, key: str) -> None:
-    """Print the values of entry KEY of FILE, one per line.
+@storage_option
+def cat(file: str, key: str, storage_options: tuple[str, ...]) -> None:
+    """Print the values of entry KEY of FILE (a path or a URL), one per line.
 
     Values are streamed as they are read: the first line appears at once, whatever the size.
     """
+    target = target_of(file, storage_options)
     try:
-        write_lines(module_of_file(file).cat(file, key))
+        write_lines(module_of_file(target).cat(target, key))
     except KeyError as error:
         if error.args == (key,):
             fail(f"no such entry: {key!r}")
@@ -160,19 +193,24 @@ def cat(file: str, key: str) -> None:
 
 
 @main.command()
-@click.argument("source", type=click.Path(dir_okay=False, exists=True))
+@click.argument("source", type=click.Path(dir_okay=False))
 @click.argument("target", type=click.Path(dir_okay=False))
-def convert(source: str, target: str) -> None:
-    """Convert SOURCE to TARGET (format chosen by TARGET's extension)."""
+@storage_option
+def convert(source: str, target: str, storage_options: tuple[str, ...]) -> None:
+    """Convert SOURCE to TARGET (paths or URLs; the format chosen by TARGET's extension)."""
+    shown_source, shown_target = source, target
+    options = storage_options_of(storage_options)
+    source = resolve(source, options) if is_url(source) else source
+    target = RemoteFile(target, options) if is_url(target) and options else target
     source_module = module_of_file(source)
-    target_name = format_for_extension(target)
+    target_name = format_for_extension(shown_target)
     target_module = module_for(target_name)
     if FORMATS[source_module.FORMAT_NAME].model != "mapping" or FORMATS[target_name].model != "mapping":
         fail(f"convert supports key -> array formats only; {source_module.FORMAT_NAME} -> {target_name} "
              "is not a lossless conversion", 2)
     with source_module.load(source) as store:
         target_module.dump(store, target)
-    click.echo(f"{source} ({source_module.FORMAT_NAME}) -> {target} ({target_name})")
+    click.echo(f"{shown_source} ({source_module.FORMAT_NAME}) -> {shown_target} ({target_name})")
 
 
 def _demo_one(name: str, folder: Path) -> dict[str, Any]:

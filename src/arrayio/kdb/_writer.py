@@ -24,6 +24,7 @@ import numpy as np
 from .._binary import U64_MAX, output_stream
 from .._binary import Writer as StreamWriter
 from ..errors import WriteError
+from .._sources import is_url
 from . import _images
 from ._codec import check_f32, encode_meta, encode_utf8, step_dtype
 from ._images import EncodedImage
@@ -82,7 +83,7 @@ class Writer:
         self.quality = int(quality)
         self.created_timestamp = None if created_timestamp is None else int(created_timestamp)
         self._folder = os.path.dirname(os.path.abspath(os.fsdecode(target))) if isinstance(
-            target, (str, bytes, os.PathLike)) else None
+            target, (str, bytes, os.PathLike)) and not is_url(target) else None
         self._name = os.fsdecode(target) if isinstance(target, (str, bytes, os.PathLike)) else repr(target)
         self._stack = contextlib.ExitStack()
         self._stream = self._stack.enter_context(output_stream(target))
