@@ -38,7 +38,7 @@ from .errors import UnsupportedError
 
 __all__ = [
     "open_store", "FormatStore", "ReadOnlyError", "VirtualArray", "VirtualGroup", "tree_of",
-    "zarr_path_of_key", "key_of_zarr_path", "MAX_CHUNK_BYTES", "UNMAPPED_GROUP",
+    "zarr_path_of_key", "key_of_zarr_path", "unmappable_keys", "MAX_CHUNK_BYTES", "UNMAPPED_GROUP",
 ]
 
 MAX_CHUNK_BYTES = 64 << 20
@@ -198,7 +198,8 @@ def _segment(name: str) -> str:
     return quote(name, safe=_SAFE)
 
 
-def _unmappable(keys: Iterable[str]) -> set[str]:
+def unmappable_keys(keys: Iterable[str]) -> set[str]:
+    """The keys that cannot map one to one onto zarr paths (see :func:`zarr_path_of_key`)."""
     keys = list(keys)
     groups = {"/".join(key.split("/")[:depth]) for key in keys for depth in range(1, key.count("/") + 1)}
     bad = set()
@@ -238,7 +239,7 @@ def key_of_zarr_path(path: str) -> str:
 def _keyed_tree(store: KeyedStore) -> VirtualGroup:
     root = VirtualGroup({"arrayio_format": store.layout_name})
     keys = list(store)
-    bad = _unmappable(keys)
+    bad = unmappable_keys(keys)
     source = store.source
     for key in keys:
         info = store.info(key)
