@@ -34,7 +34,7 @@ import numpy as np
 from . import _registry
 from .errors import UnsupportedError
 
-__all__ = ["convert", "target_format", "source_format", "ConversionWarning", "TARGETS"]
+__all__ = ["TARGETS", "ConversionWarning", "convert", "source_format", "target_format"]
 
 Progress = Callable[[int], None]
 _BLOCK_BYTES = 64 << 20

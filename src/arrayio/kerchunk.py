@@ -23,7 +23,7 @@ import numpy as np
 from .errors import UnsupportedError
 from .zarr import FormatStore, VirtualArray, VirtualGroup, open_store
 
-__all__ = ["references", "INLINE_LIMIT"]
+__all__ = ["INLINE_LIMIT", "references"]
 
 INLINE_LIMIT = 1 << 20
 _DOCUMENTS = frozenset({".zgroup", ".zattrs", ".zarray"})

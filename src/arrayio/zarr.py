@@ -30,15 +30,30 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 import numpy as np
-from zarr.abc.store import ByteRequest, OffsetByteRequest, RangeByteRequest, Store, SuffixByteRequest
+from zarr.abc.store import (
+    ByteRequest,
+    OffsetByteRequest,
+    RangeByteRequest,
+    Store,
+    SuffixByteRequest,
+)
 from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 
 from ._keyed import Store as KeyedStore
 from .errors import UnsupportedError
 
 __all__ = [
-    "open_store", "FormatStore", "ReadOnlyError", "VirtualArray", "VirtualGroup", "tree_of",
-    "zarr_path_of_key", "key_of_zarr_path", "unmappable_keys", "MAX_CHUNK_BYTES", "UNMAPPED_GROUP",
+    "MAX_CHUNK_BYTES",
+    "UNMAPPED_GROUP",
+    "FormatStore",
+    "ReadOnlyError",
+    "VirtualArray",
+    "VirtualGroup",
+    "key_of_zarr_path",
+    "open_store",
+    "tree_of",
+    "unmappable_keys",
+    "zarr_path_of_key",
 ]
 
 MAX_CHUNK_BYTES = 64 << 20
@@ -126,7 +141,7 @@ class VirtualGroup:
         for name in path:
             child = node.children.setdefault(name, VirtualGroup())
             if not isinstance(child, VirtualGroup):
-                raise ValueError(f"{name!r} is an array, not a group")
+                raise TypeError(f"{name!r} is an array, not a group")
             node = child
         return node
 
@@ -548,7 +563,7 @@ class FormatStore(Store):
     def array_at(self, key: str) -> tuple[VirtualArray, tuple[int, ...]] | None:
         """(array, chunk coordinates) named by a chunk key, or None."""
         parts = key.split("/")
-        for ndim in range(0, min(len(parts) - 1, 32) + 1):
+        for ndim in range(min(len(parts) - 1, 32) + 1):
             if len(parts) < ndim + 1 or parts[len(parts) - ndim - 1] != "c":
                 continue
             path = "/".join(parts[:len(parts) - ndim - 1])

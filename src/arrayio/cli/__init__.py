@@ -17,13 +17,7 @@ from typing import Any, Iterable
 import click
 
 from .. import __version__
-from .._registry import (
-    FORMATS,
-    available_formats,
-    format_for_extension,
-    module_for,
-    module_of_file,
-)
+from .._registry import available_formats, module_for, module_of_file
 from ..errors import ArrayIOError
 
 # Per-format command groups, imported only when their verb is used.
@@ -178,24 +172,58 @@ def cat(file: str, key: str) -> None:
 
 
 @main.command()
-@click.argument("source", type=click.Path(dir_okay=False, exists=True))
-@click.argument("target", type=click.Path(dir_okay=False))
-def convert(source: str, target: str) -> None:
-    """Convert SOURCE to TARGET, the target format chosen by TARGET's extension."""
-    source_module = _module(source)
-    target_name = _guard(lambda: format_for_extension(target))
-    target_module = _guard(lambda: module_for(target_name))
-    source_model = FORMATS[source_module.FORMAT_NAME].model
-    if source_model != "mapping" or FORMATS[target_name].model != "mapping":
-        _fail(f"convert supports key -> array formats only; {source_module.FORMAT_NAME} -> {target_name} "
-              "is not a lossless conversion", 2)
+@click.argument("source")
+@click.argument("target")
+@click.option("--to", "to", help="Target format (kastore, kast, bloscpack, pycauset, zarr, npz, npy); "
+              "default: TARGET's extension.")
+@click.option("--compression", type=click.Choice(["zstd", "blosc"]), default="zstd", show_default=True,
+              help="Compression of zarr targets.")
+def convert(source: str, target: str, to: str | None, compression: str) -> None:
+    """Convert SOURCE to TARGET chunk by chunk (formats: arrayio's five, .zarr, .npz, .npy)."""
+    from ..convert import TARGETS, source_format, target_format, total_bytes
+    from ..convert import convert as convert_file
 
-    def run() -> None:
-        with source_module.load(source) as store:
-            target_module.dump(store, target)
+    source_name = _guard(lambda: source_format(source))
+    target_name = _guard(lambda: target_format(target, to))
+    if target_name not in TARGETS.get(source_name, ()):
+        _fail(f"convert: {source_name} -> {target_name} is not a conversion the models allow; {source_name} "
+              f"converts to {', '.join(TARGETS.get(source_name, ()))}", 2)
+
+    def run() -> str:
+        from rich.progress import (
+            BarColumn,
+            DownloadColumn,
+            Progress,
+            TimeRemainingColumn,
+        )
+
+        with Progress("{task.description}", BarColumn(), DownloadColumn(), TimeRemainingColumn(),
+                      transient=True, disable=not sys.stderr.isatty()) as bar:
+            task = bar.add_task(os.path.basename(source), total=total_bytes(source) or None)
+            return convert_file(source, target, to=to, compression=compression,
+                                progress=lambda nbytes: bar.advance(task, nbytes))
 
     _guard(run)
-    click.echo(f"{source} ({source_module.FORMAT_NAME}) -> {target} ({target_name})")
+    click.echo(f"{source} ({source_name}) -> {target} ({target_name})")
+
+
+@main.command()
+@click.argument("file")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the references here (default: stdout).")
+def refs(file: str, output: str | None) -> None:
+    """Write kerchunk references (version 1) for FILE's arrays, and what was left out."""
+    from ..kerchunk import references
+
+    result = _guard(lambda: references(file))
+    text = json.dumps(result, indent=1, ensure_ascii=False)
+    if output is None:
+        click.echo(text)
+        return
+    Path(output).write_text(text + "\n", encoding="utf-8")
+    for item in result["left_out"]:
+        click.echo(f"left out {item['path']}: {item['reason']}", err=True)
+    click.echo(f"{file} -> {output} ({sum(1 for value in result['refs'].values() if isinstance(value, list))} "
+               "byte ranges)")
 
 
 @main.command()
