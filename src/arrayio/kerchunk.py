@@ -43,13 +43,9 @@ def _v2_dtype(dtype: np.dtype) -> str:
 
 
 def _zarray(array: VirtualArray, compressor: dict | None) -> str:
-    fill: Any = 0
-    if array.dtype.kind == "b":
-        fill = False
-    elif array.dtype.kind in "fc":
-        fill = 0.0 if array.dtype.kind == "f" else [0.0, 0.0]
+    # No fill value: every chunk exists, and readers would otherwise mask real zeros as missing.
     return json.dumps({"zarr_format": 2, "shape": list(array.shape), "chunks": list(array.chunks),
-                       "dtype": _v2_dtype(array.dtype), "compressor": compressor, "fill_value": fill,
+                       "dtype": _v2_dtype(array.dtype), "compressor": compressor, "fill_value": None,
                        "filters": None, "order": "C", "dimension_separator": "."})
 
 
