@@ -290,9 +290,10 @@ def _write_zarr(source: _Source, path: Path, compression: str, progress: Progres
             root.require_group(group_path).attrs.update(attributes)
     for array in source.arrays:
         strings = array.dtype.kind in "OUT"
+        attributes = {**array.attributes, "order": array.order} if len(array.shape) > 1 else array.attributes
         created = root.create_array(array.path, shape=array.shape, dtype=str if strings else array.dtype,
                                     chunks=array.chunks or None, compressors=None if strings else compressor,
-                                    attributes=array.attributes, dimension_names=array.dimension_names,
+                                    attributes=attributes, dimension_names=array.dimension_names,
                                     fill_value="" if strings else None)
         for region, block in array.blocks():
             created[region] = block
