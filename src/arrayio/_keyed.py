@@ -25,7 +25,7 @@ from ._binary import Source, is_path
 from .errors import ErrorKinds, FormatError, UnsupportedError, offsets_from
 
 __all__ = [
-    "DTYPES", "ITEMSIZES", "ValueInfo", "KeyedIndex", "KeyedFormat", "Prepared", "Store",
+    "DTYPES", "ITEMSIZES", "ValueInfo", "UnsupportedDtypeError", "KeyDecodeError", "PY_ENGINE", "C_ENGINE", "ENGINES", "check_engine", "KeyedIndex", "KeyedFormat", "Prepared", "Store",
     "dtype_code", "prepare", "decode_keys", "running_starts", "first_failure", "aligned",
     "read_fixed", "load_store", "load_buffer", "entry_rows", "value_lines", "lines_of", "write_sample",
     "padding_problems", "sample_data",
@@ -36,7 +36,46 @@ DTYPES = tuple(np.dtype(code) for code in ("i1", "u1", "<i2", "<u2", "<i4", "<u4
 ITEMSIZES = np.array([dtype.itemsize for dtype in DTYPES], dtype=np.uint64)
 _CODE_OF = {(dtype.kind, dtype.itemsize): code for code, dtype in enumerate(DTYPES)}
 
-ValueInfo = namedtuple("ValueInfo", ["dtype", "shape", "size"])
+
+
+class ValueInfo(namedtuple("ValueInfo", ["dtype", "shape", "size"])):
+    """dtype (its name, as kastore gives it), shape and size in bytes of one stored array."""
+
+    __slots__ = ()
+
+    def __str__(self) -> str:
+        return f"dtype={self.dtype} shape={self.shape}, size={self.size}"
+
+
+class UnsupportedDtypeError(UnsupportedError, KeyError):
+    """An array of a dtype the format cannot store; a KeyError too, as kastore raises for it."""
+
+    __str__ = Exception.__str__  # KeyError would quote the message
+
+
+class KeyDecodeError(FormatError, UnicodeDecodeError):
+    """A stored key that does not decode; a UnicodeDecodeError too, as kastore raises for it."""
+
+    def __init__(self, message: str | None = None, *, cause: UnicodeDecodeError | None = None,
+                 **parts: Any) -> None:
+        FormatError.__init__(self, message, **parts)
+        if cause is not None:
+            self.encoding, self.object, self.start, self.end, self.reason = (
+                cause.encoding, cause.object, cause.start, cause.end, cause.reason)
+
+    __str__ = Exception.__str__
+
+
+PY_ENGINE = "python"
+C_ENGINE = "c"
+ENGINES = (PY_ENGINE, C_ENGINE)
+
+
+def check_engine(engine: Any) -> None:
+    """Raise ValueError for an engine kastore does not know (both known engines run this code)."""
+    if engine not in ENGINES:
+        raise ValueError("unknown engine")
+
 _frombuffer = np.frombuffer
 
 
@@ -153,7 +192,7 @@ class Store(Mapping):
         """dtype, shape and size in bytes of ``key``'s array, without touching its data."""
         self._open_source()
         dtype, count, _offset = self._locations[key]
-        return ValueInfo(dtype, (count,), count * dtype.itemsize)
+        return ValueInfo(dtype.name, (count,), count * dtype.itemsize)
 
     def extent(self, key: str) -> tuple[int, int]:
         """Byte offset (from the store's start) and byte length of ``key``'s array."""
@@ -224,7 +263,7 @@ def first_failure(checks: list[tuple[np.ndarray, Callable[[int], Exception]]]) -
 
 
 def decode_keys(area: bytes, lengths: list[int], area_offset: int, key_encoding: str, errors: ErrorKinds,
-                separator: int = 0) -> list[str]:
+                separator: int = 0, decode_error: type[KeyDecodeError] = KeyDecodeError) -> list[str]:
     """Decode keys packed in ``area`` (each followed by ``separator`` extra bytes); unique, decodable.
 
     The common case runs as two comprehensions; only a failure walks the keys
@@ -243,8 +282,8 @@ def decode_keys(area: bytes, lengths: list[int], area_offset: int, key_encoding:
         try:
             key = raw.decode(key_encoding)
         except UnicodeDecodeError as error:
-            raise errors.invalid(f"item {index} key", area_offset + start + error.start,
-                                 f"a {key_encoding} key", raw) from None
+            raise decode_error(format=errors.format, field=f"item {index} key", offset=area_offset + start + error.start,
+                               expected=f"a {key_encoding} key", found=raw, cause=error) from None
         if key in seen:
             raise errors.invalid(f"item {index} key", area_offset + start, "unique keys",
                                  f"{key!r}, already the key of item {seen[key]}")
@@ -379,7 +418,7 @@ def prepare(data: Any, key_encoding: str, format_name: str) -> Prepared:
         dtype = array.dtype
         code = _CODE_OF.get((dtype.kind, dtype.itemsize))
         if code is None:
-            raise UnsupportedError(f"{format_name}: key {key!r}: unsupported dtype {array.dtype}; supported are "
+            raise UnsupportedDtypeError(f"{format_name}: key {key!r}: unsupported dtype {array.dtype}; supported are "
                                    "int8/16/32/64, uint8/16/32/64, float32 and float64")
         keys.append(encoded)
         codes.append(code)
@@ -402,7 +441,7 @@ def entry_rows(store: Store) -> list[dict]:
     rows = []
     for key in store:
         value = store.info(key)
-        rows.append({"name": key, "dtype": str(value.dtype.newbyteorder("=")), "shape": list(value.shape),
+        rows.append({"name": key, "dtype": value.dtype, "shape": list(value.shape),
                      "nbytes": value.size})
     return rows
 

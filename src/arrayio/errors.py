@@ -98,7 +98,9 @@ class FormatError(ArrayIOError, ValueError):
         self.found = found
         if message is None:
             message = self._compose()
-        super().__init__(message)
+        # Not super(): compatibility subclasses also derive from builtins whose __init__ takes other
+        # arguments (UnicodeDecodeError); args must hold just the message for all of them.
+        Exception.__init__(self, message)
 
     def _compose(self) -> str:
         parts = [f"{self.format or 'file'}:"]

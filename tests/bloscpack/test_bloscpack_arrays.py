@@ -146,7 +146,7 @@ def test_args_objects_behave_like_the_reference():
     assert bp.BloscpackArgs()["offsets"] is True and bp.BloscpackArgs().checksum == "adler32"
     assert bp.BloscpackArgs().max_app_chunks(3) == 30
     assert bp.MetadataArgs().magic_format == b"JSON"
-    with pytest.raises(KeyError):
+    with pytest.raises(TypeError):
         bp.BloscArgs(level=3)
     with pytest.raises(KeyError):
         args["level"] = 3

@@ -106,7 +106,7 @@ def _by_bytesio(path: Path, read_all: bool) -> dict:
 
 
 def _by_loads(path: Path, read_all: bool) -> dict:
-    with kastore.loads(path.read_bytes(), read_all=read_all) as store:
+    with kastore.loads(path.read_bytes()) as store:
         return read_everything(store)
 
 

@@ -32,7 +32,7 @@ U64_MAX = 2**64 - 1
 
 
 def _loads(raw: bytes, read_all: bool, tmp: Path) -> dict:
-    with kastore.loads(raw, read_all=read_all) as store:
+    with kastore.loads(raw) as store:
         return read_everything(store)
 
 

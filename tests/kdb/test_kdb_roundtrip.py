@@ -107,7 +107,7 @@ def test_jpeg_round_trip_is_close(tmp_path):
     with kdb.open(path) as f:
         images = f.read_episode(0).images
         assert all(record.compressed for record in images.records(0))
-        assert np.abs(images["cam"].astype(int) - frames).mean() < 4
+        assert np.abs(np.asarray(images["cam"]).astype(int) - frames).mean() < 4
         assert images["gray"].shape == (4, 32, 40, 1)
         assert len(images.raw(0, "cam")) < frames[0].nbytes
 
@@ -272,3 +272,32 @@ def test_big_sample_with_many_episodes_opens(tmp_path):
     path = write_sample(tmp_path / "many.kdb", episodes=40, frames=2, compress=None)
     with kdb.open(path) as f:
         assert len(f) == 40 and f.first_frames[-1] == f.num_frames
+
+
+def test_episode_images_is_a_mapping_of_lazily_decoded_frames(tmp_path, monkeypatch):
+    from collections.abc import Mapping
+
+    front, wrist = gradient_frames(5, 12, 10), gradient_frames(5, 6, 8)
+    path = tmp_path / "m.kdb"
+    with kdb.Writer(path) as writer:
+        writer.add_episode(np.zeros((5, 2)), np.zeros((5, 1)), images={"front": front, "wrist": wrist})
+    with kdb.open(path) as f:
+        images = f.read_episode(0).images
+        assert isinstance(images, Mapping)
+        assert len(images) == 2 and list(images) == ["front", "wrist"] and "front" in images
+        assert "top" not in images
+        with pytest.raises(KeyError):
+            images["top"]
+        decoded = []
+        real_decode = f.decode_image
+        monkeypatch.setattr(f, "decode_image", lambda record: decoded.append(record.camera) or real_decode(record))
+        frames = images["front"]
+        assert isinstance(frames, kdb.CameraFrames) and len(frames) == 5
+        assert frames.shape == (5, 12, 10, 3) and decoded == []  # the shape comes from the records
+        np.testing.assert_array_equal(frames[3], front[3])
+        np.testing.assert_array_equal(frames[-1], front[4])
+        assert decoded == ["front", "front"]
+        np.testing.assert_array_equal(frames[1:3], front[1:3])
+        np.testing.assert_array_equal(np.asarray(images["wrist"]), wrist)
+        assert {camera: value.shape for camera, value in images.items()} == {"front": (5, 12, 10, 3),
+                                                                             "wrist": (5, 6, 8, 3)}

@@ -89,6 +89,21 @@ def test_reference_to_ours_vectors(reference, tmp_path, dtype):
     assert np.array_equal(container.array, array)
 
 
+@pytest.mark.parametrize("dtype", ["float64", "int32", "complex128"])
+def test_reference_transposed_vector_is_a_row_as_in_pycauset(reference, tmp_path, dtype):
+    array = sample(dtype, (3,))
+    path = tmp_path / "vt.pycauset"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref_save(reference, reference.vector(array, dtype=dtype).T, path)
+        theirs = reference.load(path)
+        expected_shape, expected = tuple(theirs.shape), np.asarray(theirs)
+    container = ours.load(path)
+    assert container.shape == expected_shape == (1, 3)
+    assert container.array.shape == (1, 3) and np.array_equal(container.array, expected)
+    assert ours.info(path)["shape"] == [1, 3] and ours.validate(path) == []
+
+
 def test_reference_rectangular_transpose_reads_as_saved(reference, tmp_path):
     base = np.arange(6, dtype=np.int32).reshape(2, 3)
     path = tmp_path / "t.pycauset"

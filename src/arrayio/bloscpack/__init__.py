@@ -36,11 +36,15 @@ from ._errors import (
 from ._protocol import cat, demo, entries, info, open, validate
 from ._reader import (
     BloscpackFile,
+    unpack_bytes_file,
     unpack_bytes_from_bytes,
     unpack_bytes_from_file,
+    unpack_file,
     unpack_file_from_file,
+    unpack_ndarray_file,
     unpack_ndarray_from_bytes,
     unpack_ndarray_from_file,
+    unpack_ndarray_str,
 )
 from ._records import (
     CHECKSUM_NAMES,
@@ -56,13 +60,20 @@ from ._records import (
 from ._threads import get_nthreads, set_nthreads
 from ._writer import (
     append,
+    pack_bytes_file,
     pack_bytes_to_bytes,
     pack_bytes_to_file,
+    pack_file,
     pack_file_to_file,
+    pack_ndarray_file,
+    pack_ndarray_str,
     pack_ndarray_to_bytes,
     pack_ndarray_to_file,
     rewrite_metadata,
 )
+
+# The bloscpack release whose API this module mirrors (arrayio's own version is arrayio.__version__).
+__version__ = "0.16.0"
 
 __all__ = [
     "FORMAT_NAME", "MAGIC", "EXTENSION", "FORMAT_VERSION", "CHECKSUM_NAMES",
@@ -70,6 +81,8 @@ __all__ = [
     "pack_ndarray_to_file", "unpack_ndarray_from_file", "pack_ndarray_to_bytes", "unpack_ndarray_from_bytes",
     "pack_bytes_to_file", "unpack_bytes_from_file", "pack_bytes_to_bytes", "unpack_bytes_from_bytes",
     "pack_file_to_file", "unpack_file_from_file", "append", "rewrite_metadata",
+    "pack_ndarray_file", "pack_ndarray_str", "pack_bytes_file", "pack_file",
+    "unpack_ndarray_file", "unpack_ndarray_str", "unpack_bytes_file", "unpack_file",
     "open", "info", "validate", "entries", "cat", "demo",
     "calculate_nchunks", "decode_blosc_flags", "pretty_size", "double_pretty_size", "reverse_pretty",
     "set_nthreads", "get_nthreads",

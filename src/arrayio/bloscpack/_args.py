@@ -7,6 +7,7 @@ deleting a key raises ``NotImplementedError``. Values are checked when a pack us
 from __future__ import annotations
 
 import operator
+import pprint
 from collections.abc import Mapping, MutableMapping
 from typing import Any, Callable, Iterator, Union
 
@@ -62,7 +63,8 @@ class _Args(MutableMapping):
     def __init__(self, **values: Any) -> None:
         unknown = set(values) - set(self._defaults)
         if unknown:
-            raise KeyError(f"{type(self).__name__} has no keys {sorted(unknown)}; keys: {list(self._defaults)}")
+            # A TypeError, as bloscpack's keyword-only constructors raise for an unknown argument.
+            raise TypeError(f"{type(self).__name__} has no keys {sorted(unknown)}; keys: {list(self._defaults)}")
         for key, default in self._defaults.items():
             object.__setattr__(self, key, values.get(key, default))
 
@@ -91,6 +93,18 @@ class _Args(MutableMapping):
     def __repr__(self) -> str:
         shown = ", ".join(f"{key}={value!r}" for key, value in self.items())
         return f"{type(self).__name__}({shown})"
+
+    def __str__(self) -> str:
+        return pprint.pformat(dict(self))
+
+    def pformat(self, indent: int = 4) -> str:
+        """The class name, then one ``key: value`` line per key, indented (as bloscpack prints them)."""
+        pad = " " * indent
+        return f"{type(self).__name__}:\n{pad}" + f"\n{pad}".join(f"{key}: {value!r}" for key, value in self.items())
+
+    def copy(self) -> Any:
+        """A shallow copy (the caller's object is left alone)."""
+        return type(self)(**self)
 
     @classmethod
     def coerce(cls, value: Mapping | None) -> "_Args":
@@ -127,6 +141,11 @@ class BloscpackArgs(_Args):
     """Container options: the offsets table, the chunk checksum and room for appended chunks."""
 
     _defaults = {"offsets": True, "checksum": "adler32", "max_app_chunks": _ten_times}
+
+    def __init__(self, **values: Any) -> None:
+        super().__init__(**values)
+        if self.checksum is None:
+            self.checksum = "None"  # bloscpack spells "no checksum" as the string from the start
 
     def checked(self) -> "BloscpackArgs":
         """Self, after checking the values (``checksum=None`` becomes ``'None'``)."""

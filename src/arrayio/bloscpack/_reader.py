@@ -14,6 +14,7 @@ import json
 import math
 import mmap
 import os
+import warnings
 import zlib
 from typing import Any, Callable, Iterator
 
@@ -649,3 +650,22 @@ def unpack_file_from_file(in_file: Any, out_file: Any, progress: Progress | None
             if progress is not None:
                 progress(len(chunk))
         return reader.metadata
+
+
+def deprecated_alias(function: Callable[..., Any], old_name: str) -> Callable[..., Any]:
+    """``function`` under the name bloscpack deprecated in 0.16.0, warning as bloscpack does."""
+    def alias(*args: Any, **kwargs: Any) -> Any:
+        warnings.warn(f"{old_name} is deprecated since bloscpack 0.16.0; use {function.__name__}",
+                      DeprecationWarning, stacklevel=2)
+        return function(*args, **kwargs)
+    alias.__name__ = alias.__qualname__ = old_name
+    alias.__doc__ = f"Deprecated name of :func:`{function.__name__}`."
+    alias.__wrapped__ = function  # type: ignore[attr-defined]
+    return alias
+
+
+unpack_ndarray_file = deprecated_alias(unpack_ndarray_from_file, "unpack_ndarray_file")
+unpack_ndarray_str = deprecated_alias(unpack_ndarray_from_bytes, "unpack_ndarray_str")
+unpack_bytes_file = deprecated_alias(unpack_bytes_from_file, "unpack_bytes_file")
+unpack_file = deprecated_alias(unpack_file_from_file, "unpack_file")
+

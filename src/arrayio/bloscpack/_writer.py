@@ -41,7 +41,14 @@ from ._errors import (
     ObjectNumpyArrayRejection,
     OffsetsRequired,
 )
-from ._reader import BloscpackFile, Progress, _as_uint8, _map_input, progressive_release
+from ._reader import (
+    BloscpackFile,
+    Progress,
+    _as_uint8,
+    _map_input,
+    deprecated_alias,
+    progressive_release,
+)
 from ._records import (
     FORMAT_VERSION,
     HEADER,
@@ -375,3 +382,10 @@ def append(orig_file: Any, new_file: Any, blosc_args: Any = None, progress: Prog
     source, data = _map_input(new_file)
     with source:
         return append_file(orig_file, data, blosc_args, progress)
+
+
+pack_ndarray_file = deprecated_alias(pack_ndarray_to_file, "pack_ndarray_file")
+pack_ndarray_str = deprecated_alias(pack_ndarray_to_bytes, "pack_ndarray_str")
+pack_bytes_file = deprecated_alias(pack_bytes_to_file, "pack_bytes_file")
+pack_file = deprecated_alias(pack_file_to_file, "pack_file")
+

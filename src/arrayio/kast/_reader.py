@@ -10,6 +10,7 @@ from .._binary import U64_MAX, Source, read_exactly, round_up
 from .._keyed import (
     DTYPES,
     ITEMSIZES,
+    PY_ENGINE,
     KeyedFormat,
     KeyedIndex,
     Store,
@@ -215,11 +216,12 @@ def _read_store_bytes(stream: Any) -> memoryview:
 KEYED = KeyedFormat(FORMAT_NAME, ERRORS, StoreClosedError, _parse_index, _read_store_bytes)
 
 
-def load(file: Any, read_all: bool = False, key_encoding: str = DEFAULT_KEY_ENCODING, engine: Any = None) -> Store:
+def load(file: Any, read_all: bool = False, key_encoding: str = DEFAULT_KEY_ENCODING,
+         engine: str = PY_ENGINE) -> Store:
     """Load a KAST store from a path (zero-copy map), fd or binary file object (``engine`` is ignored)."""
     return load_store(KEYED, file, read_all, key_encoding)
 
 
-def loads(buffer: Any, read_all: bool = False, key_encoding: str = DEFAULT_KEY_ENCODING) -> Store:
+def loads(encoded_data: Any, key_encoding: str = DEFAULT_KEY_ENCODING) -> Store:
     """Load the first KAST store in a bytes-like buffer; arrays are views of the buffer."""
-    return load_buffer(KEYED, buffer, key_encoding)
+    return load_buffer(KEYED, encoded_data, key_encoding)

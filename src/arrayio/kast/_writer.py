@@ -10,8 +10,10 @@ import numpy as np
 
 from .._binary import Writer, output_stream, round_up
 from .._keyed import (
+    PY_ENGINE,
     Prepared,
     aligned,
+    check_engine,
     prepare,
     running_starts,
 )
@@ -67,15 +69,16 @@ def _write(stream: BinaryIO, prepared: list[Prepared], layout: tuple[bytes, np.n
 
 
 
-def dump(data: Mapping, file: Any, key_encoding: str = DEFAULT_KEY_ENCODING, engine: Any = None) -> None:
+def dump(data: Mapping, file: Any, key_encoding: str = DEFAULT_KEY_ENCODING, engine: str = PY_ENGINE) -> None:
     """Write ``data`` (str -> 1-D array) as KAST to a path (atomically), fd or binary file object."""
+    check_engine(engine)
     prepared = prepare(data, key_encoding, FORMAT_NAME)
     layout = _plan(prepared)
     with output_stream(file) as stream:
         _write(stream, prepared, layout)
 
 
-def dumps(data: Mapping, key_encoding: str = DEFAULT_KEY_ENCODING, engine: Any = None) -> bytes:
+def dumps(data: Mapping, key_encoding: str = DEFAULT_KEY_ENCODING) -> bytes:
     """The KAST bytes of ``data`` (str -> 1-D array)."""
     prepared = prepare(data, key_encoding, FORMAT_NAME)
     layout = _plan(prepared)

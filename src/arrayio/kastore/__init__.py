@@ -9,10 +9,11 @@ offset. The byte layout and every decision are in docs/formats/kastore.md.
 
 from __future__ import annotations
 
-from .._keyed import Store, ValueInfo
+from .._keyed import C_ENGINE, PY_ENGINE, Store, ValueInfo
 from ._errors import (
     FileFormatError,
     KastoreException,
+    KeyDecodeError,
     StoreClosedError,
     TruncatedFileError,
     VersionTooNewError,
@@ -20,11 +21,15 @@ from ._errors import (
 )
 from ._protocol import cat, demo, entries, info, open, validate
 from ._reader import load, loads
-from ._records import FORMAT_NAME
+from ._records import DEFAULT_KEY_ENCODING, FORMAT_NAME
 from ._writer import dump, dumps
+
+# The kastore release whose API this module mirrors (arrayio's own version is arrayio.__version__).
+__version__ = "0.3.6"
 
 __all__ = [
     "load", "loads", "dump", "dumps", "Store", "ValueInfo",
     "KastoreException", "FileFormatError", "TruncatedFileError", "VersionTooOldError", "VersionTooNewError",
-    "StoreClosedError", "FORMAT_NAME", "open", "info", "validate", "entries", "cat", "demo",
+    "StoreClosedError", "KeyDecodeError", "PY_ENGINE", "C_ENGINE", "DEFAULT_KEY_ENCODING",
+    "FORMAT_NAME", "open", "info", "validate", "entries", "cat", "demo",
 ]

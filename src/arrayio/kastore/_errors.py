@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .. import errors as _errors
+from .._keyed import KeyDecodeError as _KeyDecodeError
 from ..errors import ArrayIOError, ErrorKinds
 from ._records import FORMAT_NAME
 
@@ -13,6 +14,10 @@ class KastoreException(Exception):
 
 class FileFormatError(KastoreException, _errors.FormatError):
     """The bytes are not a valid kastore file."""
+
+
+class KeyDecodeError(FileFormatError, _KeyDecodeError):
+    """A key that does not decode in the store's key encoding (kastore raises UnicodeDecodeError)."""
 
 
 class TruncatedFileError(FileFormatError, _errors.TruncatedError):

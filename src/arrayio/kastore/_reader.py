@@ -10,10 +10,12 @@ from .._binary import Source, read_exactly
 from .._keyed import (
     DTYPES,
     ITEMSIZES,
+    PY_ENGINE,
     KeyedFormat,
     KeyedIndex,
     Store,
     aligned,
+    check_engine,
     decode_keys,
     first_failure,
     load_buffer,
@@ -21,7 +23,7 @@ from .._keyed import (
     read_fixed,
     running_starts,
 )
-from ._errors import ERRORS, StoreClosedError
+from ._errors import ERRORS, KeyDecodeError, StoreClosedError
 from ._records import (
     ALIGNMENT,
     DEFAULT_KEY_ENCODING,
@@ -109,7 +111,7 @@ def _parse_index(source: Source, key_encoding: str) -> KeyedIndex:
         raise ERRORS.invalid("header.file_size", HEADER.offsets["file_size"],
                              f"{store_end} (the end of the last array)", file_size)
     area = bytes(source.view(table_end, keys_end - table_end, "keys"))
-    keys = decode_keys(area, key_len.tolist(), table_end, key_encoding, ERRORS)
+    keys = decode_keys(area, key_len.tolist(), table_end, key_encoding, ERRORS, decode_error=KeyDecodeError)
     return KeyedIndex(header, keys, types.tolist(), array_start.tolist(), array_len.tolist(), file_size)
 
 
@@ -126,11 +128,13 @@ def _read_store_bytes(stream: Any) -> memoryview:
 KEYED = KeyedFormat(FORMAT_NAME, ERRORS, StoreClosedError, _parse_index, _read_store_bytes)
 
 
-def load(file: Any, read_all: bool = False, key_encoding: str = DEFAULT_KEY_ENCODING, engine: Any = None) -> Store:
-    """Load a store from a path, fd or binary file object (``engine`` is accepted and ignored)."""
+def load(file: Any, read_all: bool = False, key_encoding: str = DEFAULT_KEY_ENCODING,
+         engine: str = PY_ENGINE) -> Store:
+    """Load a store from a path, fd or binary file object (both engines read it the same way)."""
+    check_engine(engine)
     return load_store(KEYED, file, read_all, key_encoding)
 
 
-def loads(buffer: Any, read_all: bool = False, key_encoding: str = DEFAULT_KEY_ENCODING) -> Store:
+def loads(encoded_data: Any, key_encoding: str = DEFAULT_KEY_ENCODING) -> Store:
     """Load the first store in a bytes-like buffer; arrays are views of the buffer."""
-    return load_buffer(KEYED, buffer, key_encoding)
+    return load_buffer(KEYED, encoded_data, key_encoding)

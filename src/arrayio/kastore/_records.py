@@ -9,8 +9,6 @@ MAGIC = b"\x89KAS\r\n\x1a\n"
 VERSION_MAJOR = 1
 VERSION_MINOR = 0
 ALIGNMENT = 8
-PY_ENGINE = "python"
-C_ENGINE = "c"
 DEFAULT_KEY_ENCODING = "utf-8"
 
 HEADER = Record("header", [

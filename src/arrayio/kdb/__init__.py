@@ -26,7 +26,7 @@ from ._errors import (
 )
 from ._images import EncodedImage
 from ._protocol import cat, demo, entries, info, open, validate
-from ._reader import Episode, EpisodeImages, Frame, ImageRecord, KdbFile
+from ._reader import CameraFrames, Episode, EpisodeImages, Frame, ImageRecord, KdbFile
 from ._records import FORMAT_NAME
 from ._writer import Writer
 
@@ -34,6 +34,7 @@ __all__ = [
     "ERRORS",
     "FORMAT_NAME",
     "BadMagic",
+    "CameraFrames",
     "EncodedImage",
     "Episode",
     "EpisodeIdNotFound",

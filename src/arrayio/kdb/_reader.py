@@ -10,11 +10,10 @@ records once, as far as the frame asked for, and cached.
 
 from __future__ import annotations
 
-import struct
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, overload
 
 import numpy as np
 
@@ -27,7 +26,6 @@ from ._errors import (
     EpisodeIdNotFound,
     EpisodeNotFound,
     ImageDecodeError,
-    InvalidUtf8,
 )
 from ._records import (
     CAMERA_COUNT,
@@ -115,8 +113,8 @@ class Frame(NamedTuple):
     images: dict[str, np.ndarray]
 
 
-class EpisodeImages:
-    """The camera images of one episode, read and decoded only when asked for."""
+class EpisodeImages(Mapping[str, "CameraFrames"]):
+    """The camera images of one episode: a mapping camera -> its frames, read and decoded only when asked for."""
 
     def __init__(self, file: KdbFile, position: int, on_bad_image: str) -> None:
         self._file = file
@@ -124,9 +122,21 @@ class EpisodeImages:
         self.on_bad_image = on_bad_image
         self.num_frames = file.entry(position).num_frames
         self._records: dict[int, list[ImageRecord]] = {}
+        self._cameras: list[str] | None = None
 
     def __len__(self) -> int:
-        return self.num_frames
+        return len(self.cameras)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.cameras)
+
+    def __getitem__(self, camera: str) -> CameraFrames:
+        if camera not in self.cameras:
+            raise KeyError(camera)
+        return CameraFrames(self, camera)
+
+    def __repr__(self) -> str:
+        return f"<kdb EpisodeImages episode {self.position}: {self.num_frames} frames of {self.cameras}>"
 
     def records(self, frame: int) -> list[ImageRecord]:
         """The image records of ``frame`` in file order (parsed once per episode object)."""
@@ -138,18 +148,25 @@ class EpisodeImages:
     @property
     def cameras(self) -> list[str]:
         """Every camera name in the episode, in order of first appearance (walks all frames once)."""
-        names: dict[str, None] = {}
-        for frame in range(self.num_frames):
-            for record in self.records(frame):
-                names.setdefault(record.camera, None)
-        return list(names)
+        if self._cameras is None:
+            names: dict[str, None] = {}
+            for frame in range(self.num_frames):
+                for record in self.records(frame):
+                    names.setdefault(record.camera, None)
+            self._cameras = list(names)
+        return self._cameras
+
+    def record(self, frame: int, camera: str) -> ImageRecord:
+        """The image record of ``camera`` in ``frame`` (the first, when a camera is named twice)."""
+        for record in self.records(frame):
+            if record.camera == camera:
+                return record
+        raise KeyError(f"kdb: episode {self.position} frame {frame} has no camera {camera!r}")
 
     def raw(self, frame: int, camera: str) -> memoryview:
         """The stored bytes of one camera image (zero-copy; JPEG/PNG bytes when compressed)."""
-        for record in self.records(frame):
-            if record.camera == camera:
-                return self._file.source.view(record.offset, record.length, f"image {camera!r}")
-        raise KeyError(f"kdb: episode {self.position} frame {frame} has no camera {camera!r}")
+        record = self.record(frame, camera)
+        return self._file.source.view(record.offset, record.length, f"image {camera!r}")
 
     def frame(self, frame: int, cameras: Sequence[str] | None = None) -> dict[str, np.ndarray]:
         """Decoded (H, W, C) uint8 images of ``frame`` by camera (all cameras when ``cameras`` is None)."""
@@ -176,13 +193,52 @@ class EpisodeImages:
                 present[frame] = True
         return stacked, present
 
-    def __getitem__(self, camera: str) -> np.ndarray:
-        """All frames of ``camera`` stacked; raises when a frame lacks the camera."""
-        stacked, present = self.stack(camera)
+
+class CameraFrames(Sequence[np.ndarray]):
+    """The frames of one camera in one episode: ``[i]`` decodes frame i, ``np.asarray`` stacks them all."""
+
+    dtype = np.dtype(np.uint8)
+
+    def __init__(self, images: EpisodeImages, camera: str) -> None:
+        self.images = images
+        self.camera = camera
+
+    def __len__(self) -> int:
+        return self.images.num_frames
+
+    @overload
+    def __getitem__(self, index: int) -> np.ndarray: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> np.ndarray: ...
+
+    def __getitem__(self, index: int | slice) -> np.ndarray:
+        if isinstance(index, slice):
+            frames = [self[frame] for frame in range(*index.indices(len(self)))]
+            return np.stack(frames) if frames else np.zeros((0, *self.shape[1:]), np.uint8)
+        frame = range(len(self))[index]
+        image = self.images.frame(frame, [self.camera]).get(self.camera)
+        if image is None:
+            raise KeyError(f"kdb: episode {self.images.position} frame {frame} has no image of camera {self.camera!r}")
+        return image
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """(frames, height, width, channels), from the first frame's image record (nothing decoded)."""
+        record = self.images.record(0, self.camera) if len(self) else None
+        return (len(self), record.height, record.width, record.channels) if record else (0, 0, 0, 0)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        """All frames stacked as (frames, H, W, C) uint8; raises when a frame lacks the camera."""
+        stacked, present = self.images.stack(self.camera)
         if not present.all():
             missing = int(np.flatnonzero(~present)[0])
-            raise KeyError(f"kdb: episode {self.position} frame {missing} has no image of camera {camera!r}")
-        return stacked
+            raise KeyError(f"kdb: episode {self.images.position} frame {missing} has no image "
+                           f"of camera {self.camera!r}")
+        return stacked if dtype is None else stacked.astype(dtype)
+
+    def __repr__(self) -> str:
+        return f"<kdb CameraFrames {self.camera!r} of episode {self.images.position}: shape {self.shape}>"
 
 
 class KdbFile:
@@ -432,49 +488,8 @@ class KdbFile:
         if not 0 <= frame < walk.num_frames:
             raise EpisodeNotFound(f"kdb: frame {frame} is outside 0..{walk.num_frames - 1} "
                                   f"of episode {walk.position}")
-        section, names = walk.section, walk.names
-        offset = walk.frame_start(frame)
-        records = []
-        try:
-            (count,) = _READ_U16(section, offset)
-            offset += CAMERA_COUNT.size
-            for _ in range(count):
-                (name_length,) = _READ_U16(section, offset)
-                name_at = offset + STRING_LENGTH.size
-                offset = name_at + name_length
-                width, height, channels, kind, length = _READ_IMAGE_HEADER(section, offset)
-                offset += IMAGE_HEADER.size
-                if offset + length > len(section):
-                    raise struct.error("image data past the section")
-                raw = bytes(section[name_at:name_at + name_length])
-                name = names.get(raw)
-                if name is None:
-                    name = names[raw] = decode_utf8(memoryview(raw), "camera name", walk.start + name_at)
-                records.append(ImageRecord(name, width, height, channels, kind, walk.start + offset, length))
-                offset += length
-        except (struct.error, InvalidUtf8):
-            self._explain_frame(walk, frame)
+        records, _end = parse_frame(walk, frame, walk.frame_start(frame), with_records=True)
         return records
-
-    def _explain_frame(self, walk: _FrameWalk, frame: int) -> None:
-        """Re-parse a frame that failed the fast parse, field by field, and raise the precise error."""
-        section, start = walk.section, walk.start
-        offset = walk.frame_start(frame)
-        where = f"episode {walk.position} frame {frame}"
-        count = self._unpack(CAMERA_COUNT, section, offset, start, f"{where} num_cameras").num_cameras
-        offset += CAMERA_COUNT.size
-        for camera in range(count):
-            what = f"{where} camera {camera}"
-            name_length = self._unpack(STRING_LENGTH, section, offset, start, f"{what} name length").length
-            offset += STRING_LENGTH.size
-            self._bounds(section, offset, name_length, start, f"{what} name")
-            name = decode_utf8(section[offset:offset + name_length], f"{what} name", start + offset)
-            offset += name_length
-            head = self._unpack(IMAGE_HEADER, section, offset, start, f"{what} ({name!r}) image header")
-            offset += IMAGE_HEADER.size
-            self._bounds(section, offset, head.data_len, start, f"{what} ({name!r}) image data")
-            offset += head.data_len
-        raise ERRORS.invalid(f"{where} image records", start + walk.frame_start(frame), "a parsable frame")
 
     def frame_offset(self, position: int, frame: int) -> int:
         """Absolute offset of a frame's image records; ``frame == num_frames`` gives where the last one ends."""
@@ -492,16 +507,6 @@ class KdbFile:
             section = self.source.view(entry.images_offset, entry.images_length, f"episode {position} image section")
             walk = self._walks[position] = _FrameWalk(position, entry.images_offset, section, entry.num_frames)
         return walk
-
-    @staticmethod
-    def _bounds(section: memoryview, offset: int, length: int, base: int, what: str) -> None:
-        if offset + length > len(section):
-            raise ERRORS.truncated_at(what, base + offset, length, base + len(section))
-
-    @classmethod
-    def _unpack(cls, record: Any, section: memoryview, offset: int, base: int, what: str) -> Any:
-        cls._bounds(section, offset, record.size, base, what)
-        return record.unpack(section, offset)
 
 
 class _FrameWalk:
@@ -529,29 +534,54 @@ class _FrameWalk:
         return self._walk_to(frame)
 
     def _walk_to(self, frame: int) -> int:
-        starts, section = self.starts, self.section
-        size = len(section)
-        offset = starts[-1]
-        known = len(starts)
-        try:
-            while known <= frame:
-                (count,) = _READ_U16(section, offset)
-                offset += 2
-                for _ in range(count):
-                    (name_length,) = _READ_U16(section, offset)
-                    offset += 2 + name_length
-                    (data_length,) = _READ_DATA_LEN(section, offset + _DATA_LEN_AT)
-                    offset += IMAGE_HEADER.size + data_length
-                if offset > size:
-                    raise struct.error("frame runs past its section")
-                starts.append(offset)
-                known += 1
-        except struct.error:
-            walked = known - 1
-            raise ERRORS.truncated_at(f"episode {self.position} frame {walked} image records",
-                                      self.start + starts[walked], max(offset, starts[walked] + 2) - starts[walked],
-                                      self.start + size) from None
+        starts = self.starts
+        while len(starts) <= frame:
+            _records, end = parse_frame(self, len(starts) - 1, starts[-1], with_records=False)
+            starts.append(end)
         return starts[frame]
+
+
+def parse_frame(walk: _FrameWalk, frame: int, offset: int, *, with_records: bool) -> tuple[list[ImageRecord], int]:
+    """The image records of ``frame``, which starts at ``offset`` of the episode's image section, and its end.
+
+    The one parser of the variable-length records (num_cameras, then per camera a name and an
+    image header with data_len, then the data), from the declared records; every field is
+    bounds-checked before it is read and a failure names the frame, camera and field. With
+    ``with_records=False`` only the lengths are read, to find where the next frame starts.
+    """
+    section, base = walk.section, walk.start
+    size = len(section)
+
+    def need(at: int, length: int, what: str) -> None:
+        if at + length > size:
+            raise ERRORS.truncated_at(f"episode {walk.position} frame {frame} {what}", base + at, length, base + size)
+
+    need(offset, CAMERA_COUNT.size, "num_cameras")
+    (count,) = _READ_U16(section, offset)
+    offset += CAMERA_COUNT.size
+    records = []
+    for camera in range(count):
+        need(offset, STRING_LENGTH.size, f"camera {camera} name length")
+        (name_length,) = _READ_U16(section, offset)
+        name_at = offset + STRING_LENGTH.size
+        need(name_at, name_length, f"camera {camera} name")
+        header_at = name_at + name_length
+        need(header_at, IMAGE_HEADER.size, f"camera {camera} image header")
+        data_at = header_at + IMAGE_HEADER.size
+        if with_records:
+            width, height, channels, kind, length = _READ_IMAGE_HEADER(section, header_at)
+        else:
+            (length,) = _READ_DATA_LEN(section, header_at + _DATA_LEN_AT)
+        need(data_at, length, f"camera {camera} image data")
+        if with_records:
+            raw = bytes(section[name_at:header_at])
+            name = walk.names.get(raw)
+            if name is None:
+                name = walk.names[raw] = decode_utf8(memoryview(raw), f"episode {walk.position} frame {frame} "
+                                                     f"camera {camera} name", base + name_at)
+            records.append(ImageRecord(name, width, height, channels, kind, base + data_at, length))
+        offset = data_at + length
+    return records, offset
 
 
 def open_file(target: Any, *, on_bad_image: str = "raise") -> KdbFile:

@@ -161,5 +161,5 @@ class EpisodeDataset(Dataset):
             "success": -1 if meta.success is None else int(meta.success),
         }
         for camera in self.cameras:
-            sample[f"image.{camera}"] = _image_tensor(episode.images[camera], self.image_format)
+            sample[f"image.{camera}"] = _image_tensor(np.asarray(episode.images[camera]), self.image_format)
         return sample

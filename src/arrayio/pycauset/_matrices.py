@@ -135,9 +135,9 @@ class Layout:
 
     @property
     def shape(self) -> tuple[int, ...]:
-        """The logical shape (transposition applied); vectors are 1-D."""
+        """The logical shape (transposition applied): a vector is 1-D, its transpose a (1, n) row, as in pycauset."""
         if self.is_vector:
-            return (self.rows,)
+            return (1, self.rows) if self.is_transposed else (self.rows,)
         return (self.cols, self.rows) if self.is_transposed else (self.rows, self.cols)
 
     def nbytes(self) -> int:
@@ -159,7 +159,9 @@ class Layout:
 
     def orient(self, base: np.ndarray) -> np.ndarray:
         """Apply the view's transposition to an array in base (stored) orientation, without copying."""
-        return base.T if self.is_transposed and base.ndim == 2 else base
+        if not self.is_transposed:
+            return base
+        return base.reshape(1, -1) if base.ndim == 1 else base.T
 
     def dense_view(self, payload: np.ndarray) -> np.ndarray:
         """The base-orientation array as a zero-copy view of the uint8 ``payload``."""

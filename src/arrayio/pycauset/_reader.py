@@ -269,7 +269,7 @@ class Container:
 
     @property
     def shape(self) -> tuple[int, ...]:
-        """The logical shape (after transposition); vectors are 1-D."""
+        """The logical shape (after transposition): vectors are 1-D, a transposed vector is (1, n)."""
         return self.layout.shape
 
     @property
