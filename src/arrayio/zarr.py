@@ -259,7 +259,7 @@ def _keyed_tree(store: KeyedStore) -> VirtualGroup:
     source = store.source
     for key in keys:
         info = store.info(key)
-        dtype = _check_dtype(info.dtype, f"key {key!r}")
+        dtype = _check_dtype(np.dtype(info.dtype).newbyteorder("<"), f"key {key!r}")  # both layouts store little endian
         offset, _length = store.extent(key)
         count = info.shape[0]
         rows = min(_rows_per_chunk(dtype.itemsize), max(count, 1))
@@ -351,7 +351,8 @@ def _pycauset_tree(container: Any) -> VirtualGroup:
         stored_row = (1 if layout.is_vector else layout.cols) * layout.dtype.itemsize
         step = min(_rows_per_chunk(stored_row), max(layout.rows, 1))
         transposed = layout.is_transposed and not layout.is_vector
-        axis = 1 if transposed else 0
+        # Stored rows run along the last axis of a transposed matrix and of a vector read as a (1, n) row.
+        axis = len(shape) - 1 if transposed or layout.is_vector else 0
         chunks = tuple(step if index == axis else max(size, 1) for index, size in enumerate(shape))
 
         def byte_range(coords: tuple[int, ...]) -> tuple[int, int]:
@@ -362,8 +363,7 @@ def _pycauset_tree(container: Any) -> VirtualGroup:
         def read(coords: tuple[int, ...]) -> np.ndarray:
             offset, length = byte_range(coords)
             block = np.frombuffer(source.view(offset, length, "matrix payload"), dtype=layout.dtype)
-            if not layout.is_vector:
-                block = block.reshape(-1, layout.cols)
+            block = block.reshape(shape[:-1] + (-1,)) if layout.is_vector else block.reshape(-1, layout.cols)
             return finish(block.T if transposed else block)
 
         plain = not transposed and not conjugate and scalar == 1

@@ -44,6 +44,7 @@ def reference_objects(reference) -> dict:
             "dense bool": reference.matrix(rng.random((9, 70)) < 0.4),
             "vector": reference.vector(rng.standard_normal(75)),
             "bit vector": reference.vector(rng.random(75) < 0.5, dtype="bool"),
+            "transposed vector": reference.vector(rng.standard_normal(75)).T,
             "transposed": reference.matrix(rng.standard_normal((6, 4))).T,
             "conjugated": reference.matrix(complex_matrix).conj(),
             "conjugate transpose": reference.matrix(complex_matrix).H,
