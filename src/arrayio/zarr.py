@@ -604,10 +604,14 @@ class FormatStore(Store):
         prototype = prototype or default_buffer_prototype()
         if key in self._documents:
             data: Any = self._documents[key]
+        elif self._lock is None:
+            # Mapped bytes: chunks are views or CPU-bound decodes, fastest one after another in the loop
+            # (decoders in threads contend for the GIL and for Blosc's own threads).
+            data = self.chunk_bytes(key)
         else:
             data = await asyncio.to_thread(self.chunk_bytes, key)
-            if data is None:
-                return None
+        if data is None:
+            return None
         data = _sliced(data, byte_range)
         return prototype.buffer.from_array_like(np.frombuffer(data, dtype=np.uint8))
 
