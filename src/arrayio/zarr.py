@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import collections
 import json
 import math
+import os
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -389,7 +391,7 @@ def _kdb_tree(kdb: Any) -> VirtualGroup:
 
     metas = [kdb.read_meta(position) for position in range(len(kdb))]
     ids = [meta.episode_id for meta in metas]
-    duplicated = {episode_id for episode_id in ids if ids.count(episode_id) > 1} if len(set(ids)) != len(ids) else set()
+    duplicated = {episode_id for episode_id, count in collections.Counter(ids).items() if count > 1}
     names = [f"{meta.episode_id}@{position}" if meta.episode_id in duplicated else str(meta.episode_id)
              for position, meta in enumerate(metas)]
     root = VirtualGroup({"arrayio_format": "kdb", "version": kdb.version, "episode_names": names})
@@ -446,30 +448,31 @@ def _episode_group(kdb: Any, position: int, meta: Any, step_dtype: Callable) -> 
     group.children["rewards"] = field_array("reward", "reward", None)
     group.children["terminals"] = field_array("terminal", "is_terminal", None)
     images = group.group(["images"])
-    first_records: dict[str, Any] = {}
-    for frame in range(frames):
-        for record in kdb.image_records(position, frame):
-            first_records.setdefault(record.camera, record)
-    for camera, record in first_records.items():
-        images.children[_segment(camera)] = _camera_array(kdb, position, frames, camera, record)
+    episode_images = kdb.read_episode(position).images  # caches each frame's records once parsed
+    for camera in episode_images.cameras:
+        first = next(frame for frame in range(frames) if any(record.camera == camera
+                                                            for record in episode_images.records(frame)))
+        images.children[_segment(camera)] = _camera_array(kdb, episode_images, camera,
+                                                          episode_images.record(first, camera))
     return group
 
 
-def _camera_array(kdb: Any, position: int, frames: int, camera: str, record: Any) -> VirtualArray:
+def _camera_array(kdb: Any, images: Any, camera: str, record: Any) -> VirtualArray:
     image_shape = (int(record.height), int(record.width), int(record.channels))
 
     def read(coords: tuple[int, ...]) -> np.ndarray:
         frame = coords[0]
-        for found in kdb.image_records(position, frame):
-            if found.camera == camera:
-                pixels = kdb.decode_image(found)
-                if pixels.shape != image_shape:
-                    raise UnsupportedError(f"arrayio.zarr: kdb episode {position} camera {camera!r} changes "
-                                           f"shape at frame {frame}: {pixels.shape}, not {image_shape}")
-                return pixels[np.newaxis]
-        return np.zeros((1, *image_shape), dtype=np.uint8)
+        try:
+            found = images.record(frame, camera)
+        except KeyError:
+            return np.zeros((1, *image_shape), dtype=np.uint8)  # this frame has no image of the camera
+        pixels = kdb.decode_image(found)
+        if pixels.shape != image_shape:
+            raise UnsupportedError(f"arrayio.zarr: kdb episode {images.position} camera {camera!r} changes "
+                                   f"shape at frame {frame}: {pixels.shape}, not {image_shape}")
+        return pixels[np.newaxis]
 
-    return VirtualArray((frames, *image_shape), np.dtype(np.uint8), (1, *image_shape), read,
+    return VirtualArray((images.num_frames, *image_shape), np.dtype(np.uint8), (1, *image_shape), read,
                         ("frame", "height", "width", "channel"), {"camera": camera})
 
 
@@ -526,10 +529,11 @@ class FormatStore(Store):
     supports_partial_writes = False
     supports_listing = True
 
-    def __init__(self, reader: Any, name: str = "<file>") -> None:
+    def __init__(self, reader: Any, name: str = "<file>", reopen: tuple | None = None) -> None:
         super().__init__(read_only=True)
         self.reader = reader
         self.name = name
+        self._reopen = reopen
         self.root = tree_of(reader)
         self._documents: dict[str, bytes] = {}
         self._arrays: dict[str, VirtualArray] = {}
@@ -545,6 +549,12 @@ class FormatStore(Store):
 
     def __eq__(self, other: object) -> bool:
         return other is self
+
+    def __reduce__(self) -> tuple:
+        # dask.distributed ships the store to workers: each reopens the path or URL.
+        if self._reopen is None:
+            raise TypeError(f"arrayio.zarr: a store over {self.name} (not a path or URL) cannot be pickled")
+        return open_store, self._reopen
 
     __hash__ = object.__hash__
 
@@ -689,7 +699,8 @@ def open_store(target: Any, storage_options: dict | None = None) -> FormatStore:
     reader = open_reader(target, storage_options)
     try:
         name = target if isinstance(target, str) else getattr(getattr(reader, "source", None), "name", "<data>")
-        return FormatStore(reader, str(name))
+        reopen = (os.fspath(target), storage_options) if isinstance(target, (str, os.PathLike)) else None
+        return FormatStore(reader, str(name), reopen)
     except BaseException:
         reader.close()
         raise

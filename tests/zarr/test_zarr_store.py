@@ -217,3 +217,12 @@ def test_store_from_bytes_and_file_objects(kas_file):
         handle.seek(0)
         group = zarr.open_group(store=open_store(handle), mode="r")
         assert np.array_equal(group["big"][:], KEYED["big"])
+
+
+def test_store_pickles_by_reopening_its_path(kas_file):
+    import pickle
+
+    store = pickle.loads(pickle.dumps(open_store(kas_file)))
+    assert np.array_equal(zarr.open_group(store=store, mode="r")["big"][:], KEYED["big"])
+    with pytest.raises(TypeError, match="cannot be pickled"):
+        pickle.dumps(open_store(kas_file.read_bytes()))
