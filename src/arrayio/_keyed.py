@@ -25,7 +25,8 @@ from ._binary import Source, is_path
 from .errors import ErrorKinds, FormatError, UnsupportedError, offsets_from
 
 __all__ = [
-    "DTYPES", "ITEMSIZES", "ValueInfo", "UnsupportedDtypeError", "KeyDecodeError", "PY_ENGINE", "C_ENGINE", "ENGINES", "check_engine", "KeyedIndex", "KeyedFormat", "Prepared", "Store",
+    "DTYPES", "ITEMSIZES", "ValueInfo", "UnsupportedDtypeError", "KeyDecodeError",
+    "PY_ENGINE", "C_ENGINE", "ENGINES", "check_engine", "KeyedIndex", "KeyedFormat", "Prepared", "Store",
     "dtype_code", "prepare", "decode_keys", "running_starts", "first_failure", "aligned",
     "read_fixed", "load_store", "load_buffer", "entry_rows", "value_lines", "lines_of", "write_sample",
     "padding_problems", "sample_data",
@@ -282,8 +283,9 @@ def decode_keys(area: bytes, lengths: list[int], area_offset: int, key_encoding:
         try:
             key = raw.decode(key_encoding)
         except UnicodeDecodeError as error:
-            raise decode_error(format=errors.format, field=f"item {index} key", offset=area_offset + start + error.start,
-                               expected=f"a {key_encoding} key", found=raw, cause=error) from None
+            raise decode_error(format=errors.format, field=f"item {index} key",
+                               offset=area_offset + start + error.start, expected=f"a {key_encoding} key",
+                               found=raw, cause=error) from None
         if key in seen:
             raise errors.invalid(f"item {index} key", area_offset + start, "unique keys",
                                  f"{key!r}, already the key of item {seen[key]}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import operator
 import pprint
 from collections.abc import Mapping, MutableMapping
-from typing import Any, Callable, Iterator, Union
+from typing import Any, Callable, Iterator, TypeVar, Union
 
 import blosc
 
@@ -53,6 +53,9 @@ def check_range(name: str, value: Any, low: int, high: int) -> int:
     if not low <= value <= high:
         raise ValueError(f"bloscpack: {name} must be in {low}..{high}, found {value}")
     return value
+
+
+ArgsT = TypeVar("ArgsT", bound="_Args")
 
 
 class _Args(MutableMapping):
@@ -107,7 +110,7 @@ class _Args(MutableMapping):
         return type(self)(**self)
 
     @classmethod
-    def coerce(cls, value: Mapping | None) -> "_Args":
+    def coerce(cls: type[ArgsT], value: Mapping | None) -> ArgsT:
         """An instance from None (defaults), an instance, or a plain dict of its keys."""
         if value is None:
             return cls()
@@ -119,6 +122,10 @@ class _Args(MutableMapping):
 class BloscArgs(_Args):
     """How each chunk is compressed: typesize, clevel, shuffle (bool or 0/1/2) and codec name."""
 
+    typesize: int
+    clevel: int
+    shuffle: bool | int
+    cname: str
     _defaults = {"typesize": 8, "clevel": 7, "shuffle": True, "cname": "blosclz"}
 
     def checked(self) -> "BloscArgs":
@@ -140,6 +147,9 @@ class BloscArgs(_Args):
 class BloscpackArgs(_Args):
     """Container options: the offsets table, the chunk checksum and room for appended chunks."""
 
+    offsets: bool
+    checksum: str
+    max_app_chunks: SizeRule
     _defaults = {"offsets": True, "checksum": "adler32", "max_app_chunks": _ten_times}
 
     def __init__(self, **values: Any) -> None:
@@ -158,6 +168,11 @@ class BloscpackArgs(_Args):
 class MetadataArgs(_Args):
     """How the metadata is stored: serializer, checksum, codec (opportunistic zlib), level, room."""
 
+    magic_format: bytes | str
+    meta_checksum: str | None
+    meta_codec: str
+    meta_level: int
+    max_meta_size: SizeRule
     _defaults = {"magic_format": b"JSON", "meta_checksum": "adler32", "meta_codec": "zlib",
                  "meta_level": 6, "max_meta_size": _ten_times}
 

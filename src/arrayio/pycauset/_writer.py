@@ -1,4 +1,5 @@
-"""Writing the container: new files through a temporary file and a rename, metadata updates in place with fsync barriers."""
+"""Writing the container: new files through a temporary file and a rename; metadata updates in place,
+with fsync barriers."""
 
 from __future__ import annotations
 
