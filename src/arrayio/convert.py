@@ -27,7 +27,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -257,11 +257,12 @@ def _spooled(array: _Array, folder: Path, progress: Progress) -> np.ndarray:
     if array.direct is not None:
         progress(array.nbytes)
         return array.direct
+    order: Literal["C", "F"] = "F" if array.order == "F" else "C"
     if array.nbytes == 0:
-        return np.zeros(array.shape, dtype=array.dtype, order=array.order)
+        return np.zeros(array.shape, dtype=array.dtype, order=order)
     handle, name = tempfile.mkstemp(prefix=".spool.", dir=folder)
     os.close(handle)
-    spool = np.memmap(name, dtype=array.dtype, mode="w+", shape=array.shape, order=array.order)
+    spool = np.memmap(name, dtype=array.dtype, mode="w+", shape=array.shape, order=order)
     os.unlink(name)  # the map keeps the pages; nothing is left behind
     for region, block in array.blocks():
         spool[region] = block
@@ -292,7 +293,7 @@ def _write_zarr(source: _Source, path: Path, compression: str, progress: Progres
         strings = array.dtype.kind in "OUT"
         attributes = {**array.attributes, "order": array.order} if len(array.shape) > 1 else array.attributes
         created = root.create_array(array.path, shape=array.shape, dtype=str if strings else array.dtype,
-                                    chunks=array.chunks or None, compressors=None if strings else compressor,
+                                    chunks=array.chunks or "auto", compressors=None if strings else compressor,
                                     attributes=attributes, dimension_names=array.dimension_names,
                                     fill_value="" if strings else None)
         for region, block in array.blocks():

@@ -59,8 +59,10 @@ def _inline(data: bytes) -> str:
 
 def _plain(path: str, array: VirtualArray, url: str, file_size: int, refs: dict, inlined: list) -> str | None:
     full = int(np.prod(array.chunks)) * array.dtype.itemsize
+    byte_range = array.byte_range
+    assert byte_range is not None
     for key, coords in _chunk_keys(path, array):
-        offset, length = array.byte_range(coords)
+        offset, length = byte_range(coords)
         if length == full or offset + full <= file_size:
             # A short edge chunk followed by other bytes of the file is referenced at full size:
             # zarr reads the chunk whole and keeps only the part inside the array.
@@ -75,7 +77,9 @@ def _plain(path: str, array: VirtualArray, url: str, file_size: int, refs: dict,
 
 
 def _blosc(path: str, array: VirtualArray, url: str, refs: dict, inlined: list) -> str | None:
-    located = {}
+    located: dict[str, Any] = {}
+    blosc_chunk = array.blosc_chunk
+    assert blosc_chunk is not None
     for key, coords in _chunk_keys(path, array):
         region = array.region(coords)
         if any(part.stop - part.start != size for part, size in zip(region, array.chunks)):
@@ -84,7 +88,7 @@ def _blosc(path: str, array: VirtualArray, url: str, refs: dict, inlined: list) 
             located[key] = _inline(blosc.compress(padded, typesize=array.dtype.itemsize, cname="zstd"))
             inlined.append({"path": key, "reason": "the short last Blosc chunk, re-encoded at full chunk size"})
             continue
-        location = array.blosc_chunk(coords)
+        location = blosc_chunk(coords)
         if location is None:
             return ("its Blosc chunks are not whole zarr chunks (a chunk size that is not a multiple of the "
                     "row size, or Fortran order): zarr would need bytes of two Blosc chunks per chunk")

@@ -501,9 +501,8 @@ def open_reader(target: Any, storage_options: dict | None = None) -> Any:
         name = _registry.detect(target)
         if name in ("kastore", "kast"):  # their load() takes bytes as a path, as the reference kastore does
             return _registry.module_for(name).loads(target)
-    if storage_options is None:
-        return arrayio.open(target)
-    return arrayio.open(target, storage_options=storage_options)
+    options = {} if storage_options is None else {"storage_options": storage_options}
+    return arrayio.open(target, **options)
 
 
 # --------------------------------------------------------------------------- the store
