@@ -126,6 +126,8 @@ def _arrayio_source(target: Any, storage_options: dict | None) -> _Source:
         def blocks(node: VirtualArray = node) -> Iterator[tuple[tuple[slice, ...], np.ndarray]]:
             for coords in np.ndindex(*node.grid):
                 yield node.region(coords), node.read(coords)
+                if node.release is not None:
+                    node.release(coords)
 
         direct = None
         if fmt in ("kastore", "kast"):

@@ -42,6 +42,7 @@ from zarr.abc.store import (
 from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 
 from . import _registry
+from ._binary import release_pages
 from ._keyed import Store as KeyedStore
 from .errors import UnsupportedError
 
@@ -76,8 +77,10 @@ class VirtualArray:
 
     ``read(coords)`` returns the chunk's region of the array (short at the
     edges). ``byte_range(coords)`` gives (offset, length) in the file when the
-    chunk is a plain little-endian C-order byte range there; ``blosc_chunks``
+    chunk is a plain little-endian C-order byte range there; ``blosc_chunk``
     maps a chunk to the whole Blosc chunk holding it exactly, when there is one.
+    ``release(coords)`` lets the kernel drop the mapped file pages the chunk was
+    read from (one pass through a large file keeps a small resident set).
     """
 
     shape: tuple[int, ...]
@@ -89,6 +92,7 @@ class VirtualArray:
     byte_range: Callable[[tuple[int, ...]], tuple[int, int]] | None = None
     blosc_chunk: Callable[[tuple[int, ...]], tuple[int, int] | None] | None = None
     strings: bool = False
+    release: Callable[[tuple[int, ...]], None] | None = None
 
     @property
     def grid(self) -> tuple[int, ...]:
@@ -279,8 +283,13 @@ def _keyed_tree(store: KeyedStore) -> VirtualGroup:
 
         group = root.group(path[:-1])
         group.children[path[-1]] = VirtualArray((count,), dtype, (rows,), read, (f"dim_{count}",),
-                                                {"key": key}, byte_range=byte_range)
+                                                {"key": key}, byte_range=byte_range,
+                                                release=_releaser(source, byte_range))
     return root
+
+
+def _releaser(source: Any, extent: Callable[[tuple[int, ...]], tuple[int, int]]) -> Callable[[tuple[int, ...]], None]:
+    return lambda coords: release_pages(source, *extent(coords))
 
 
 def _bloscpack_tree(reader: Any) -> VirtualGroup:
@@ -322,10 +331,22 @@ def _bloscpack_tree(reader: Any) -> VirtualGroup:
         position, header = reader.chunk_location(index)
         return position, int(header.cbytes)
 
+    def extent(coords: tuple[int, ...]) -> tuple[int, int]:
+        """The file bytes of the Blosc chunks chunk ``coords`` overlaps."""
+        low, high = span(coords)
+        if high <= low or slab == 0:
+            return 0, 0
+        first = int(np.searchsorted(starts, low * slab, side="right")) - 1
+        last = int(np.searchsorted(starts, high * slab, side="left")) - 1
+        positions = reader.positions
+        end = int(positions[last + 1]) if last + 1 < len(positions) else reader.source.size
+        return int(positions[first]), end - int(positions[first])
+
     metadata = reader.metadata if isinstance(reader.metadata, dict) else {"metadata": reader.metadata}
     attributes = {**jsonable(metadata), "order": reader.order}
     names = tuple(f"dim_{index}" for index in range(len(shape)))
-    array = VirtualArray(shape, dtype, chunks, read, names, attributes, blosc_chunk=blosc_chunk)
+    array = VirtualArray(shape, dtype, chunks, read, names, attributes, blosc_chunk=blosc_chunk,
+                         release=_releaser(reader.source, extent))
     return VirtualGroup({"arrayio_format": "bloscpack"}, {"array": array})
 
 
@@ -369,7 +390,8 @@ def _pycauset_tree(container: Any) -> VirtualGroup:
             return finish(block.T if transposed else block)
 
         plain = not transposed and not conjugate and scalar == 1
-        array = VirtualArray(shape, dtype, chunks, read, names, attributes, byte_range=byte_range if plain else None)
+        array = VirtualArray(shape, dtype, chunks, read, names, attributes, byte_range=byte_range if plain else None,
+                             release=_releaser(source, byte_range))
     else:
         # Packed layouts (bits, triangles, diagonals) are unpacked once, as pycauset does, then cut in blocks.
         row_bytes = (shape[1] if len(shape) > 1 else 1) * dtype.itemsize
