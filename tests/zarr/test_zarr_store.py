@@ -61,8 +61,9 @@ def test_keyed_chunks_are_byte_ranges_of_the_file(kas_file, small_chunks):
         assert stored.to_bytes()[:length] == data[offset:offset + length]
 
 
-def test_xarray_dask_and_datatree_on_keyed_files(kas_file, small_chunks):
-    store = open_store(kas_file)
+@pytest.mark.parametrize("fixture", ["kas_file", "kast_file"])
+def test_xarray_dask_and_datatree_on_keyed_files(request, fixture, small_chunks):
+    store = open_store(request.getfixturevalue(fixture))
     nodes = xr.open_zarr(store, group="nodes", consolidated=False)
     assert set(nodes.data_vars) == {"time", "flags"}
     assert np.array_equal(nodes["time"].values, KEYED["nodes/time"])
@@ -172,6 +173,8 @@ def test_pycauset_matrix_and_metadata(pycauset_file, small_chunks):
     assert node.attrs["metadata"]["properties"] == {"note": "sample", "seed": 3}
     assert node.attrs["metadata"]["matrix_type"] == "DENSE_FLOAT"
     assert np.array_equal(xr.open_zarr(open_store(path), consolidated=False)["matrix"].values, matrix)
+    blocks = da.from_zarr(node)
+    assert blocks.numblocks == (3, 1) and np.array_equal(blocks.compute(), matrix)
 
 
 def test_kdb_episodes_table_and_images(kdb_file):
