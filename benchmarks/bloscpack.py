@@ -1,6 +1,6 @@
 """Benchmark arrayio.bloscpack against bloscpack 0.16.0 and np.save/np.load, in one run.
 
-    python benchmarks/bloscpack.py [--size 1G] [--repeat 3]
+    python benchmarks/bloscpack.py [--size 1G] [--repeat 3] [--quick] [--json PATH]
 
 For a float64 array of --size bytes, smooth (linspace) and hard (random normal): pack and unpack
 with ours, the reference and np.save/np.load; a 1 MiB slice through ``arrayio.bloscpack.open``
@@ -20,6 +20,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import _rows
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = ("ours_pack", "ours_pack_nofsync", "reference_pack", "np_save", "ours_unpack", "reference_unpack", "np_load",
@@ -139,19 +141,42 @@ def main() -> None:
     parser.add_argument("--case", choices=CASES, help=argparse.SUPPRESS)
     parser.add_argument("--kind", help=argparse.SUPPRESS)
     parser.add_argument("--folder", help=argparse.SUPPRESS)
+    _rows.add_arguments(parser)
     options = parser.parse_args()
+    if options.quick and not options.case:
+        options.size, options.repeat = "32M", 1
     size = _size(options.size)
     if options.case:
         print(json.dumps(run_case(options.case, options.kind, size, Path(options.folder), options.repeat)))
         return
     print(f"bloscpack benchmark: float64 arrays of {size / 2**30:.2f} GiB, min of {options.repeat} runs, "
           f"{os.cpu_count()} cores")
+    rows = []
     with tempfile.TemporaryDirectory(prefix="arrayio-bench-", dir=os.environ.get("BENCH_DIR")) as folder:
         for kind in ("linspace", "normal"):
             results = {case: _spawn(case, kind, size, Path(folder), options.repeat) for case in CASES}
             for path in Path(folder).glob(f"{kind}.*"):
                 path.unlink()
             _report(kind, size, results)
+            rows += _report_rows(kind, results)
+    _rows.write(options.json_path, "bloscpack", f"float64 arrays of {size / 2**20:.0f} MiB (linspace and random "
+                f"normal), min of {options.repeat} runs, a fresh process per case", rows)
+
+
+def _report_rows(kind: str, results: dict) -> list[dict]:
+    """The run_all.py rows of one data kind: ours against bloscpack 0.16.0 and np.save / np.load."""
+    seconds = {case: result["seconds"] for case, result in results.items()}
+    return [
+        _rows.row("bloscpack", f"pack {kind}", seconds["ours_pack"], reference=seconds["reference_pack"],
+                  reference_name="bloscpack 0.16.0", limit=seconds["np_save"], limit_name="np.save",
+                  target=">= 1.5x faster than the reference", note="ours fsyncs, the reference does not"),
+        _rows.row("bloscpack", f"unpack {kind}", seconds["ours_unpack"], reference=seconds["reference_unpack"],
+                  reference_name="bloscpack 0.16.0", limit=seconds["np_load"], limit_name="np.load",
+                  target=">= 1.5x faster; <= 1.3x np.load"),
+        _rows.row("bloscpack", f"1 MiB slice {kind}", seconds["ours_slice"], reference=seconds["reference_unpack"],
+                  reference_name="bloscpack 0.16.0 whole unpack: no slicing there",
+                  target=">= 100x faster than a full unpack"),
+    ]
 
 
 def _report(kind: str, size: int, results: dict) -> None:

@@ -1,6 +1,6 @@
 """kastore benchmark: arrayio against kastore 0.3.6 (both engines) and the plain I/O limit.
 
-    python benchmarks/kastore.py [--gb 1.0] [--keys 100000] [--repeat 3] [--dir DIR]
+    python benchmarks/kastore.py [--gb 1.0] [--keys 100000] [--repeat 3] [--dir DIR] [--quick] [--json PATH]
 
 Every case runs in a fresh child process (so peak RSS is its own) on the same
 data; writers create a new file, readers start after a warm-up read (hot page
@@ -25,6 +25,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import _rows
 
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parent / "src"
@@ -203,6 +205,38 @@ def ratio(ours: dict, theirs: dict) -> str:
     return f"{value:6.3f}" if value >= 0.01 else f"{value:.5f} ({1 / value:,.0f}x faster)"
 
 
+def report_rows(r: dict, args: argparse.Namespace, has_kast: bool) -> list[dict]:
+    """The run_all.py rows: ours against kastore 0.3.6 and the plain I/O limit."""
+    def seconds(name: str) -> float | None:
+        return r.get(name, {}).get("seconds")
+
+    size = f"{args.gb:g} GB"
+    rows = [
+        _rows.row("kastore", f"dump {size}", seconds("dump ours@big"), reference=seconds("dump ref-c@big"),
+                  reference_name="kastore C", limit=seconds("dump plain+fsync@big"), limit_name="write + fsync",
+                  target="<= 1.2 x limit"),
+        _rows.row("kastore", f"load + touch all, {size}", seconds("touch ours@big"),
+                  reference=seconds("touch ref-c@big"), reference_name="kastore C",
+                  limit=seconds("read plain@big"), limit_name="plain read", target="<= 1.2 x limit"),
+        _rows.row("kastore", f"load + one key, {size}", seconds("one ours@big"),
+                  reference=seconds("one ref-python read_all@big"), reference_name="kastore read_all",
+                  target=">= 100x faster than read_all"),
+        _rows.row("kastore", f"dump {args.keys:,} keys", seconds("dump ours@many"),
+                  reference=seconds("dump ref-c@many"), reference_name="kastore C", target=">= 10x faster"),
+        _rows.row("kastore", f"load + touch {args.keys:,} keys", seconds("touch ours@many"),
+                  reference=seconds("touch ref-c@many"), reference_name="kastore C"),
+    ]
+    if has_kast:
+        rows += [
+            _rows.row("kastore", f"kast dump {size}", seconds("dump kast@big"), reference=seconds("dump ours@big"),
+                      reference_name="our kastore", limit=seconds("dump plain+fsync@big"), limit_name="write + fsync"),
+            _rows.row("kastore", f"kast load + touch all, {size}", seconds("touch kast@big"),
+                      reference=seconds("touch ours@big"), reference_name="our kastore",
+                      limit=seconds("read plain@big"), limit_name="plain read"),
+        ]
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--gb", type=float, default=1.0, help="size of the 20-key data set in GB")
@@ -211,11 +245,14 @@ def main() -> None:
     parser.add_argument("--dir", default=None, help="folder for the files (default: a temp folder)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--path", help=argparse.SUPPRESS)
+    _rows.add_arguments(parser)
     args = parser.parse_args()
     if args.child:
         child(args)
         return
-    has_kast = (SRC / "arrayio" / "kast.py").exists()
+    if args.quick:
+        args.gb, args.keys, args.repeat = 0.05, 5000, 1
+    has_kast = (SRC / "arrayio" / "kast").exists()
     folder = Path(args.dir or tempfile.mkdtemp(prefix="arrayio-bench-"))
     folder.mkdir(parents=True, exist_ok=True)
     big, many = folder / "big.kas", folder / "many.kas"
@@ -280,6 +317,8 @@ def main() -> None:
             f"  kast load+one key / kastore          {ratio(r['one kast@big'], r['one ours@big'])}",
         ]
     print("\n".join(lines))
+    _rows.write(args.json_path, "kastore", f"{args.gb} GB in 20 keys and {args.keys:,} keys of 0-6 int32s; "
+                f"best of {args.repeat}, a fresh process per case", report_rows(results, args, has_kast))
     if not args.dir:
         for path in folder.iterdir():
             path.unlink()

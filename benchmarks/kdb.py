@@ -2,6 +2,7 @@
 (pyarrow) on the same synthetic episodes, plus the plain-read limits.
 
     python benchmarks/kdb.py [--episodes 200] [--frames 200] [--dim 14] [--size 96] [--samples 2000]
+                             [--quick] [--json PATH]
 
 Measures: open time (also on a 50,000-episode file), random single-frame access with image
 decode (frames/s), one full sequential pass, and DataLoader throughput with 2 workers.
@@ -23,6 +24,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+import _rows
 
 from arrayio import kdb  # noqa: E402
 from arrayio.kdb import EncodedImage  # noqa: E402
@@ -114,7 +117,7 @@ def best(function, repeat: int = 20) -> float:
     return statistics.median(times)
 
 
-def bench_open(paths: dict, folder: Path, open_episodes: int) -> None:
+def bench_open(paths: dict, folder: Path, open_episodes: int) -> list[dict]:
     import h5py
 
     def open_kdb(path: Path):
@@ -144,9 +147,13 @@ def bench_open(paths: dict, folder: Path, open_episodes: int) -> None:
     print(f"\nopen (median): kdb {ours * 1e3:.2f} ms, kdb at {open_episodes} episodes {ours_many * 1e3:.2f} ms "
           f"(target < 5 ms), h5py File + list demos {hdf5 * 1e3:.2f} ms, plain open+mmap {plain * 1e3:.3f} ms")
     print(f"  ratios: kdb/h5py {ours / hdf5:.3f}, kdb/plain {ours / plain:.1f}")
+    return [_rows.row("kdb", "open", ours * 1e3, reference=hdf5 * 1e3, reference_name="h5py File + list demos",
+                      limit=plain * 1e3, limit_name="open + mmap", unit="ms", target="< 5 ms"),
+            _rows.row("kdb", f"open, {open_episodes:,} episodes", ours_many * 1e3, limit=plain * 1e3,
+                      limit_name="open + mmap", unit="ms", target="< 5 ms")]
 
 
-def bench_random(paths: dict, args: argparse.Namespace) -> None:
+def bench_random(paths: dict, args: argparse.Namespace) -> list[dict]:
     import h5py
     import pyarrow.parquet as pq
 
@@ -206,9 +213,18 @@ def bench_random(paths: dict, args: argparse.Namespace) -> None:
             raw_warm = run_kdb(f)
         print(f"  kdb with raw (uncompressed) images, zero-copy views: cold {n / raw_cold:,.0f} frames/s, "
               f"warm {n / raw_warm:,.0f} frames/s = {h5 / raw_cold:.0f}x / {h5 / raw_warm:.0f}x h5py")
+    return [_rows.row("kdb", "random frame, cold", n / cold, reference=n / h5, reference_name="h5py, raw pixels",
+                      limit=n / decode_only, limit_name="JPEG decode alone", unit="frames/s", higher_is_better=True,
+                      target=">= 5x h5py"),
+            _rows.row("kdb", "random frame, warm", n / warm, reference=n / h5, reference_name="h5py, raw pixels",
+                      limit=n / decode_only, limit_name="JPEG decode alone", unit="frames/s", higher_is_better=True,
+                      target=">= 5x h5py"),
+            _rows.row("kdb", "random frame vs parquet, cold", n / cold, reference=n / parquet,
+                      reference_name="parquet, LeRobot-style", unit="frames/s", higher_is_better=True,
+                      target=">= 10x parquet")]
 
 
-def bench_sequential(paths: dict, args: argparse.Namespace) -> None:
+def bench_sequential(paths: dict, args: argparse.Namespace) -> list[dict]:
     import h5py
     import pyarrow.parquet as pq
 
@@ -268,9 +284,13 @@ def bench_sequential(paths: dict, args: argparse.Namespace) -> None:
     print(f"same pass without decoding (kdb: states/actions + locating every stored image; parquet: table read): "
           f"kdb {ours_stored:.2f}s, parquet {parquet_stored:.2f}s, h5py raw pixels {h5:.2f}s; "
           f"kdb/plain read {ours_stored / plain:.1f}")
+    return [_rows.row("kdb", "sequential pass, images decoded", ours, reference=parquet,
+                      reference_name="parquet, decodes too", limit=plain, limit_name="plain read"),
+            _rows.row("kdb", "sequential pass, images located", ours_stored, reference=parquet_stored,
+                      reference_name="parquet table read", limit=plain, limit_name="plain read")]
 
 
-def bench_loader(paths: dict, args: argparse.Namespace) -> None:
+def bench_loader(paths: dict, args: argparse.Namespace) -> list[dict]:
     import torch
 
     from arrayio.kdb.torch import FrameDataset
@@ -278,6 +298,7 @@ def bench_loader(paths: dict, args: argparse.Namespace) -> None:
     dataset = FrameDataset(paths["kdb"], history=2, horizon=8)
     batches = max(8, args.samples // 64)
     print(f"\nDataLoader(FrameDataset(history=2, horizon=8), batch 64, shuffle), {batches} batches:")
+    rows = []
     for workers in (0, 2):
         loader = torch.utils.data.DataLoader(dataset, batch_size=64, shuffle=True, num_workers=workers,
                                              generator=torch.Generator().manual_seed(0))
@@ -290,7 +311,10 @@ def bench_loader(paths: dict, args: argparse.Namespace) -> None:
         elapsed = time.perf_counter() - first
         print(f"  num_workers={workers}: {(batches - 1) * 64 / elapsed:,.0f} frames/s after the first batch "
               f"(first batch, worker start-up included: {first - started:.2f}s)")
+        rows.append(_rows.row("kdb", f"DataLoader, {workers} workers", (batches - 1) * 64 / elapsed,
+                              unit="frames/s", higher_is_better=True))
         del iterator
+    return rows
 
 
 def main() -> None:
@@ -303,15 +327,20 @@ def main() -> None:
     parser.add_argument("--open-episodes", type=int, default=50_000)
     parser.add_argument("--raw", action="store_true", help="also time a .kdb holding the pixels raw")
     parser.add_argument("--folder", default=None, help="where to build the data (default: a temp folder)")
+    _rows.add_arguments(parser)
     args = parser.parse_args()
+    if args.quick:
+        args.episodes, args.frames, args.samples, args.open_episodes = 20, 50, 300, 5000
     with tempfile.TemporaryDirectory(dir=args.folder) as folder:
         print("machine: shared, busy 2-core box; numbers are indicative. simplejpeg:",
               "yes" if kdb._images.simplejpeg is not None else "no (Pillow)")
         paths = build(args, Path(folder))
-        bench_open(paths, Path(folder), args.open_episodes)
-        bench_random(paths, args)
-        bench_sequential(paths, args)
-        bench_loader(paths, args)
+        rows = bench_open(paths, Path(folder), args.open_episodes)
+        rows += bench_random(paths, args)
+        rows += bench_sequential(paths, args)
+        rows += bench_loader(paths, args)
+    _rows.write(args.json_path, "kdb", f"{args.episodes} episodes x {args.frames} frames, {args.dim}-d state and "
+                f"action, two {args.size}x{args.size} JPEG cameras; {args.samples} random frames", rows)
 
 
 if __name__ == "__main__":

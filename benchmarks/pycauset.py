@@ -1,6 +1,6 @@
 """Benchmark of the pycauset container: arrayio vs pycauset 0.6.1 vs np.save/np.load, in one run.
 
-    python benchmarks/pycauset.py [--size BYTES] [--repeat N] [--folder DIR]
+    python benchmarks/pycauset.py [--size BYTES] [--repeat N] [--folder DIR] [--quick] [--json PATH]
 
 Measures, on one float64 matrix of --size bytes (default 1 GiB):
 
@@ -34,6 +34,8 @@ import numpy as np
 # This script is itself named pycauset.py: drop its folder from the path so that
 # `import pycauset` finds the reference package, and put this checkout's src first.
 _HERE = Path(__file__).resolve().parent
+import _rows  # from this folder, before it leaves the path
+
 sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != _HERE]
 sys.path.insert(0, str(_HERE.parent / "src"))
 
@@ -107,12 +109,32 @@ def ratio(name: str, ours_seconds: float, theirs_seconds: float) -> None:
     print(f"  {name:<60} {ours_seconds / theirs_seconds:8.3f}")
 
 
+def report_rows(results: dict[str, float], big: str) -> list[dict]:
+    """The run_all.py rows: ours against pycauset 0.6.1 and the plain I/O limit."""
+    return [
+        _rows.row("pycauset", "save", results["save ours"], reference=results.get("save theirs"),
+                  reference_name="pycauset 0.6.1, no fsync", limit=results["limit write"],
+                  limit_name="write + fsync"),
+        _rows.row("pycauset", "load (open)", results["load ours"], reference=results.get("load theirs"),
+                  reference_name="pycauset 0.6.1", limit=results["np.load mmap"], limit_name="np.load mmap"),
+        _rows.row("pycauset", "load + sum", results["read ours"], reference=results["read np"],
+                  reference_name="np.load + sum", limit=results["limit read"], limit_name="readinto + sum"),
+        _rows.row("pycauset", f"update_metadata, {big} payload", results[f"update {big}"],
+                  limit=results["update 1 MiB"], limit_name="same on 1 MiB", target="same cost (O(1))"),
+        _rows.row("pycauset", f"load, {big} payload", results[f"open {big}"],
+                  limit=results["open 1 MiB"], limit_name="same on 1 MiB", target="same cost (O(1))"),
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", type=int, default=1 << 30, help="payload bytes (default 1 GiB)")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--folder", type=Path, default=None, help="where the temporary files go")
+    _rows.add_arguments(parser)
     args = parser.parse_args()
+    if args.quick:
+        args.size, args.repeat = 16 << 20, 1
 
     folder = Path(tempfile.mkdtemp(prefix="pycauset-bench-", dir=args.folder))
     reference = import_reference(folder)
@@ -192,6 +214,8 @@ def main() -> None:
         ratio("load + sum: arrayio / plain readinto + sum (limit)", results["read ours"], results["limit read"])
         ratio(f"update_metadata: {big} / 1 MiB payload", results[f"update {big}"], results["update 1 MiB"])
         ratio(f"load (open): {big} / 1 MiB payload", results[f"open {big}"], results["open 1 MiB"])
+        _rows.write(args.json_path, "pycauset", f"float64 {rows}x{cols} matrix = {size / 2**20:.0f} MiB, "
+                    f"best of {args.repeat}", report_rows(results, big))
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10
         print(f"peak RSS of this process (all cases together): {peak:.0f} MiB")
     finally:

@@ -12,7 +12,8 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 # CI shares two cores with whatever else runs: slow example generation is not a failure.
-settings.register_profile("arrayio", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# derandomize: the examples follow from each test's name, so a failure reproduces on every run and machine.
+settings.register_profile("arrayio", deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
 settings.load_profile("arrayio")
 
 REPO = Path(__file__).resolve().parents[1]

@@ -48,23 +48,22 @@ __all__ = [
 ]
 
 
-def open(path: Any) -> Any:  # noqa: A001 - the library's entry point mirrors builtins.open on purpose
-    """Open a file of any supported format and return that format's reader."""
+def open(path: Any) -> Reader:  # noqa: A001 - the library's entry point mirrors builtins.open on purpose
+    """Open a file of any supported format and return that format's reader (an ``arrayio.Reader``)."""
     return module_of_file(path).open(path)
 
 
 def info(path: Any) -> dict:
-    """Facts about a file of any supported format, as a JSON-friendly dict."""
-    module = module_of_file(path)
-    return {"format": module.FORMAT_NAME, **module.info(path)}
+    """Facts about a file of any supported format, as a JSON-friendly dict (keys: docs/cli.md)."""
+    return module_of_file(path).info(path)
 
 
-def validate(path: Any) -> list[str]:
+def validate(path: Any) -> list[Problem]:
     """Problems found in a file of any supported format (empty list: valid)."""
     try:
         module = module_of_file(path)
     except FormatError as error:
-        return [str(error)]
+        return [Problem.from_error(error)]
     return module.validate(path)
 
 

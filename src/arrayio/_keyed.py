@@ -17,12 +17,13 @@ import stat
 from collections import namedtuple
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, overload
 
 import numpy as np
 
 from ._binary import Source, is_path
-from .errors import ErrorKinds, FormatError, UnsupportedError, offsets_from
+from ._readers import ReaderBase
+from .errors import ClosedError, ErrorKinds, FormatError, Problem, UnsupportedError, current_origin, offsets_from
 
 __all__ = [
     "DTYPES", "ITEMSIZES", "ValueInfo", "UnsupportedDtypeError", "KeyDecodeError",
@@ -103,14 +104,29 @@ class KeyedFormat:
 
     ``parse(source, key_encoding)`` checks the whole index and returns a
     KeyedIndex; ``read_store(stream)`` reads exactly one store's bytes from a
-    stream (EOFError at a clean end), for pipes and read_all.
+    stream (``no_store``, a FormatError that is an EOFError, at a clean end),
+    for pipes and read_all. ``canonical_problems(store)`` lists what loads but
+    is not canonical; ``header_facts`` names header fields ``info()`` shows;
+    ``entries_sorted`` lists keys sorted (as ``kastore ls``) instead of in file order.
     """
 
     name: str
     errors: ErrorKinds
-    closed_error: type[Exception]
+    closed_error: type[ClosedError]
+    no_store: type[FormatError]
+    header_size: int
     parse: Callable[[Source, str], KeyedIndex]
     read_store: Callable[[Any], memoryview]
+    canonical_problems: Callable[["Store"], list[Problem]]
+    header_facts: tuple[str, ...] = ()
+    entries_sorted: bool = False
+
+    def empty(self) -> FormatError:
+        """The error for data that ends where a store should begin (also an EOFError)."""
+        return self.no_store(
+            f"{self.name}: header at byte {current_origin()}: expected a {self.header_size}-byte header, "
+            "the data is empty (no store)",
+            format=self.name, field="header", offset=0, expected=f"{self.header_size} bytes", found="0 bytes")
 
 
 @dataclass
@@ -131,18 +147,19 @@ class Prepared:
         return self.lengths * ITEMSIZES[self.codes]
 
 
-class Store(Mapping):
+class Store(ReaderBase, Mapping):
     """A read-only mapping of key -> 1-D numpy array, in file order.
 
     Arrays are read-only numpy views of the mapped file (or of the in-memory
     buffer), made on first access. Use as a context manager or call
-    ``close()``; lookups after close raise the format's StoreClosedError,
-    arrays already handed out stay valid.
+    ``close()``; every access after close raises the format's StoreClosedError
+    (an ``arrayio.ClosedError``), arrays already handed out stay valid.
     """
 
     def __init__(self, source: Source, layout: KeyedFormat, key_encoding: str = "utf-8") -> None:
-        self._source: Source | None = source
+        self._source = source
         self._layout = layout
+        self._origin = current_origin()
         try:
             index = layout.parse(source, key_encoding)
         except BaseException:
@@ -157,47 +174,80 @@ class Store(Mapping):
         self._arrays: dict[str, np.ndarray] = {}
         self._buffer = source.buffer
 
-    def _open_source(self) -> Source:
-        if self._source is None:
-            raise self._layout.closed_error(f"{self._layout.name}: the store is closed")
-        return self._source
+    @property
+    def format(self) -> str:  # type: ignore[override]
+        """The registry name of the byte layout ("kastore", "kast")."""
+        return self._layout.name
+
+    @property
+    def closed_error(self) -> type[ClosedError]:  # type: ignore[override]
+        """The format's StoreClosedError."""
+        return self._layout.closed_error
+
+    def _release(self) -> None:
+        self._source.close()
 
     def __getitem__(self, key: str) -> np.ndarray:
         array = self._arrays.get(key)
         if array is None:
+            dtype, count, offset = self._locations[key]
             buffer = self._buffer
-            if buffer is None:  # closed, or a source read in ranges
-                source = self._open_source()
-                dtype, count, offset = self._locations[key]
-                array = source.array(offset, count, dtype, f"array {key!r}")
+            if buffer is None:  # a source read in ranges
+                array = self._source.array(offset, count, dtype, f"array {key!r}")
             else:
-                dtype, count, offset = self._locations[key]
                 # The parser checked every array range against the store, so no second check here.
                 array = _frombuffer(buffer, dtype, count, offset)
             self._arrays[key] = array
         return array
 
     def __iter__(self) -> Iterator[str]:
-        self._open_source()
         return iter(self._keys)
 
     def __len__(self) -> int:
-        self._open_source()
         return len(self._keys)
 
     def __contains__(self, key: object) -> bool:
-        self._open_source()
         return key in self._locations
 
-    def info(self, key: str) -> ValueInfo:
-        """dtype, shape and size in bytes of ``key``'s array, without touching its data."""
-        self._open_source()
-        dtype, count, _offset = self._locations[key]
-        return ValueInfo(dtype.name, (count,), count * dtype.itemsize)
+    @overload
+    def info(self) -> dict[str, Any]: ...
+
+    @overload
+    def info(self, key: str) -> ValueInfo: ...
+
+    def info(self, key: str | None = None) -> dict[str, Any] | ValueInfo:
+        """Without ``key``: facts about the store (the Reader protocol). With ``key``: dtype, shape
+        and size in bytes of ``key``'s array, without touching its data (kastore's ``Store.info``)."""
+        if key is not None:
+            dtype, count, _offset = self._locations[key]
+            return ValueInfo(dtype.name, (count,), count * dtype.itemsize)
+        rows = entry_rows(self)
+        total = sum(row["nbytes"] for row in rows)
+        size = self._source.size
+        return {
+            "format": self.format,
+            "version": f"{self.header.version_major}.{self.header.version_minor}",
+            "file_size": size,
+            "summary": f"{len(rows)} keys, {total} bytes of array data",
+            "num_keys": len(rows),
+            **{field: int(getattr(self.header, field)) for field in self._layout.header_facts},
+            "store_size": self.file_size,
+            "trailing_bytes": size - self.file_size,
+            "items": rows,
+        }
+
+    def entries(self) -> list[dict[str, Any]]:
+        """Rows for ``arrayio ls``: key, dtype, shape, size in bytes."""
+        rows = entry_rows(self)
+        return sorted(rows, key=lambda row: row["name"]) if self._layout.entries_sorted else rows
+
+    def validate(self) -> list[Problem]:
+        """What loads but is not canonical, then the problems of any stores concatenated after this one."""
+        with offsets_from(self._origin):
+            return self._layout.canonical_problems(self) + _trailing_problems(self)
 
     def extent(self, key: str) -> tuple[int, int]:
         """Byte offset (from the store's start) and byte length of ``key``'s array."""
-        self._open_source()
         dtype, count, offset = self._locations[key]
         return offset, count * dtype.itemsize
 
@@ -209,30 +259,31 @@ class Store(Mapping):
     @property
     def source(self) -> Source:
         """The bounds-checked bytes behind the store (for validators)."""
-        return self._open_source()
-
-    def close(self) -> None:
-        """Release the file; arrays handed out keep their pages until dropped."""
-        if self._source is not None:
-            self._source.close()
-            self._source = None
-            self._buffer = None
-            self._arrays = {}
-
-    @property
-    def closed(self) -> bool:
-        """True once ``close()`` was called."""
-        return self._source is None
-
-    def __enter__(self) -> "Store":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        return self._source
 
     def __repr__(self) -> str:
-        state = "closed" if self.closed else f"{len(self._keys)} keys, {self.file_size} bytes"
-        return f"<{self._layout.name}.Store {state}>"
+        if self.closed:
+            return f"<{self.closed_as[1]}.Store closed>"
+        return f"<{self._layout.name}.Store {len(self._keys)} keys, {self.file_size} bytes>"
+
+
+def _trailing_problems(store: Store) -> list[Problem]:
+    """Bytes after the store must be further complete stores (concatenated, as streams write them)."""
+    source, layout = store.source, store._layout
+    problems: list[Problem] = []
+    end, index = store.file_size, 0
+    while end < source.size:
+        index += 1
+        where = f"store {index} (concatenated after store {index - 1}, from byte {current_origin() + end} on)"
+        try:
+            with offsets_from(current_origin() + end):
+                data = source.view(end, source.size - end, f"store {index}")
+                with Store(Source(data, layout.errors), layout) as following:
+                    problems += [problem.within(where) for problem in layout.canonical_problems(following)]
+                    end += following.file_size
+        except FormatError as error:
+            return problems + [Problem.from_error(error, where)]
+    return problems
 
 
 # --------------------------------------------------------------------------- checks used by the parsers
@@ -322,8 +373,9 @@ def _position(stream: Any) -> int:
         return 0
 
 
-def read_fixed(stream: Any, size: int, errors: ErrorKinds, what: str) -> bytes:
-    """The first ``size`` bytes of the next store; EOFError at a clean end of stream."""
+def read_fixed(stream: Any, layout: KeyedFormat, what: str) -> bytes:
+    """The header of the next store; the layout's no-store error (an EOFError) at a clean end of stream."""
+    size, errors = layout.header_size, layout.errors
     head = bytearray()
     while len(head) < size:
         chunk = stream.read(size - len(head))
@@ -331,7 +383,7 @@ def read_fixed(stream: Any, size: int, errors: ErrorKinds, what: str) -> bytes:
             break
         head += chunk
     if not head:
-        raise EOFError("End of file")
+        raise layout.empty()
     if len(head) < size:
         raise errors.truncated_at(what, 0, size, len(head))
     return bytes(head)
@@ -454,7 +506,7 @@ def value_lines(store: Store, key: str) -> Iterator[str]:
         yield str(value)
 
 
-def padding_problems(store: Store, keys_end: int) -> list[str]:
+def padding_problems(store: Store, keys_end: int) -> list[Problem]:
     """Non-zero bytes in the alignment gaps before each array (keys_end: where the first gap starts)."""
     problems = []
     source = store.source
@@ -462,8 +514,8 @@ def padding_problems(store: Store, keys_end: int) -> list[str]:
     for index, key in enumerate(store):
         start, length = store.extent(key)
         if any(bytes(source.view(previous_end, start - previous_end, f"padding before item {index}'s array"))):
-            problems.append(f"{store.layout_name}: padding before item {index}'s array at byte {previous_end}: "
-                            "expected zero bytes")
+            problems.append(store._layout.errors.problem(f"padding before item {index}'s array", previous_end,
+                                                         "zero bytes"))
         previous_end = start + length
     return problems
 

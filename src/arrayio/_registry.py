@@ -3,10 +3,10 @@
 Every format module named here offers the same small protocol, which the
 top-level functions and the generic CLI commands use:
 
-    open(path)               -> the format's reader object
-    info(path)               -> dict of JSON-friendly facts about the file
-    validate(path)           -> list[str] of problems (empty = valid)
-    entries(path)            -> list[dict] with at least "name" (for `arrayio ls`)
+    open(path)               -> the format's reader (an arrayio.Reader)
+    info(path)               -> open(path).info(): dict of JSON-friendly facts about the file
+    validate(path)           -> open(path).validate(): list[Problem] (empty = valid); never raises for a bad file
+    entries(path)            -> open(path).entries(): list[dict] with at least "name" (for `arrayio ls`)
     cat(path, name)          -> iterator of text lines (for `arrayio cat`)
     demo(folder)             -> Path of a small sample file it wrote, read back and checked
 
@@ -32,12 +32,18 @@ __all__ = ["Reader", "FormatSpec", "FORMATS", "detect", "module_for", "available
 class Reader(Protocol):
     """What ``arrayio.open`` returns for every format; each format's reader class implements it.
 
-    After ``close()`` every access raises ``arrayio.ClosedError``. Each format
-    keeps its native API on top (kastore's Mapping, bloscpack slicing, kdb
-    episodes, pycauset ``.array``).
+    After ``close()`` every access raises ``arrayio.ClosedError`` (the classes
+    derive from ``_readers.ReaderBase``, which does that). Each format keeps
+    its native API on top (kastore's Mapping, bloscpack slicing, kdb episodes,
+    pycauset ``.array``). The info keys are listed in docs/cli.md.
     """
 
     format: str
+
+    @property
+    def closed(self) -> bool:
+        """True once ``close()`` was called."""
+        ...
 
     def info(self) -> dict[str, Any]:
         """Facts about the file: ``format``, ``version``, ``file_size``, ``summary``, then the format's own."""
@@ -155,6 +161,8 @@ def module_of_file(target: Any) -> ModuleType:
     name = detect(target)
     if name is None:
         shown = os.fsdecode(target) if isinstance(target, (str, bytes, os.PathLike)) else "data"
-        magic = _head(target)[:8].hex(" ") or "none"
-        raise FormatError(f"{shown}: not a file of any known format (magic bytes {magic})")
+        head = _head(target)
+        raise FormatError(f"{shown}: not a file of any known format (magic bytes {head[:8].hex(' ') or 'none'})",
+                          field="magic", offset=0, expected=" or ".join(repr(spec.magic) for spec in FORMATS.values()),
+                          found=head[:8])
     return module_for(name)

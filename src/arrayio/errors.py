@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import contextlib
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterator
 
 __all__ = [
@@ -41,6 +41,7 @@ __all__ = [
     "ErrorKinds",
     "describe",
     "offsets_from",
+    "current_origin",
 ]
 
 # Where byte 0 of the data being parsed lies in the file: a store read from the
@@ -56,6 +57,11 @@ def offsets_from(origin: int) -> Iterator[None]:
         yield
     finally:
         _ORIGIN.reset(token)
+
+
+def current_origin() -> int:
+    """Where byte 0 of the data being parsed lies in its file (see :func:`offsets_from`)."""
+    return _ORIGIN.get()
 
 
 def describe(value: Any) -> str:
@@ -160,9 +166,21 @@ class Problem:
         return self.message
 
     @classmethod
-    def from_error(cls, error: FormatError) -> Problem:
-        """The Problem a FormatError describes (its message, field, offset, expected and found)."""
-        return cls(str(error), error.field, error.offset, error.expected, error.found)
+    def from_error(cls, error: ArrayIOError, where: str | None = None) -> Problem:
+        """The Problem an error describes (a FormatError's field, offset, expected and found with it);
+        ``where`` (e.g. "store 1") prefixes its message."""
+        return cls(str(error), *(getattr(error, part, None) for part in ("field", "offset", "expected", "found"))
+                   ).within(where)
+
+    def within(self, where: str | None) -> Problem:
+        """The same finding with ``where`` (e.g. "store 1 (...)") in front of its message."""
+        return replace(self, message=f"{where}: {self.message}") if where else self
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-friendly parts: message, field, offset, and expected/found rendered as in the message."""
+        return {"message": self.message, "field": self.field, "offset": self.offset,
+                "expected": None if self.expected is None else describe(self.expected),
+                "found": None if self.found is None else describe(self.found)}
 
 
 @dataclass(frozen=True)
@@ -196,6 +214,10 @@ class ErrorKinds:
             expected=f"{length} bytes",
             found=f"{max(0, available - offset)} bytes",
         )
+
+    def problem(self, field: str, offset: int | None, expected: Any, found: Any = None) -> Problem:
+        """A validate() finding that is not an exception, worded exactly as :meth:`invalid` words errors."""
+        return Problem.from_error(self.invalid(field, offset, expected, found))
 
     def checksum_mismatch(self, field: str, offset: int, expected: Any, found: Any) -> FormatError:
         """A ChecksumError for ``field`` at ``offset``."""

@@ -117,7 +117,8 @@ def test_crafted_case_raises_a_format_error(name):
         assert isinstance(raised.value, expected), raised.value
     assert str(raised.value).startswith("bloscpack:")
     problems = bp.validate(data)
-    assert problems and all(problem.startswith("bloscpack:") for problem in problems)
+    assert problems and all(str(problem).startswith("bloscpack:") for problem in problems)
+    assert any(isinstance(problem.offset, int) for problem in problems), problems
 
 
 def test_messages_name_field_offset_and_expectation():
@@ -137,7 +138,7 @@ def test_garbage_offsets_fall_back_to_a_scan():
     garbage = _patch(VALID, TABLE_AT, struct.pack("<3q", 5, 7, 1))
     assert np.array_equal(bp.unpack_ndarray_from_bytes(garbage), ARRAY)
     problems = bp.validate(garbage)
-    assert len(problems) == 1 and "offsets table" in problems[0]
+    assert len(problems) == 1 and "offsets table" in str(problems[0]) and problems[0].field == "offsets table"
 
 
 VARIANTS = [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import zlib
 
 import pytest
 
@@ -55,10 +56,10 @@ def _read_everything(reader) -> None:
 @pytest.mark.parametrize("name", sorted(FORMATS))
 def test_damaged_files_never_crash(name, samples, tmp_path):
     path = tmp_path / f"damaged{FORMATS[name].extensions[0]}"
-    for number, data in enumerate(_mutants(samples[name], seed=hash(name) & 0xFFFF)):
+    for number, data in enumerate(_mutants(samples[name], seed=zlib.crc32(name.encode()))):
         path.write_bytes(data)
         problems = arrayio.validate(path)
-        assert isinstance(problems, list) and all(isinstance(problem, str) for problem in problems)
+        assert isinstance(problems, list) and all(isinstance(problem, arrayio.Problem) for problem in problems)
         try:
             arrayio.info(path)
             reader = arrayio.open(path)
@@ -68,7 +69,7 @@ def test_damaged_files_never_crash(name, samples, tmp_path):
                 close = getattr(reader, "close", None)
                 if close is not None:
                     close()
-        except (arrayio.FormatError, EOFError):
+        except arrayio.FormatError:
             continue
         except arrayio.ArrayIOError as error:
             pytest.fail(f"{name} mutant {number}: {type(error).__name__} is not a FormatError: {error}")

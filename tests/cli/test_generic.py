@@ -46,7 +46,7 @@ def test_top_level_open_info_validate(kas_file):
     with arrayio.open(kas_file) as store:
         assert list(store) == ["a", "b"]
     facts = arrayio.info(kas_file)
-    assert facts["format"] == "kastore" and facts["num_items"] == 2
+    assert facts["format"] == "kastore" and facts["num_keys"] == 2
     assert arrayio.validate(kas_file) == []
 
 
@@ -54,7 +54,8 @@ def test_validate_unknown_format(tmp_path):
     path = tmp_path / "x.bin"
     path.write_bytes(b"\x00" * 100)
     problems = arrayio.validate(path)
-    assert len(problems) == 1 and "not a file of any known format" in problems[0]
+    assert len(problems) == 1 and "not a file of any known format" in str(problems[0])
+    assert problems[0].field == "magic" and problems[0].offset == 0
     with pytest.raises(arrayio.FormatError):
         arrayio.open(path)
 

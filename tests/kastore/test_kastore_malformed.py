@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import arrayio
+import arrayio.kast
 import arrayio.kastore as kastore
 from kastore_cases import (D_ARRAY_LEN, D_ARRAY_START, D_KEY_LEN, D_KEY_START, D_TYPE, FILE_SIZE, NUM_ITEMS,
                            VERSION_MAJOR, VERSION_MINOR, all_types, canonical_problem, craft, descriptor,
@@ -127,8 +128,15 @@ def test_every_prefix_with_file_size_patched_is_rejected(tmp_path):
 
 def test_empty_input_is_end_of_file(tmp_path):
     for loader, read_all in MODES:
-        with pytest.raises(EOFError):
+        with pytest.raises(EOFError) as caught:
             loader(b"", read_all, tmp_path)
+        # Also a FormatError (the clean end of a stream of stores is still not a store), worded as kast's.
+        assert isinstance(caught.value, kastore.FileFormatError) and isinstance(caught.value, kastore.NoStoreError)
+        assert str(caught.value) == "kastore: header at byte 0: expected a 64-byte header, the data is empty (no store)"
+        assert (caught.value.field, caught.value.offset) == ("header", 0)
+    with pytest.raises(arrayio.kast.NoStoreError) as caught:
+        arrayio.kast.loads(b"")
+    assert str(caught.value) == "kast: header at byte 0: expected a 40-byte header, the data is empty (no store)"
 
 
 def test_truncation_message_names_the_store(tmp_path):
@@ -186,6 +194,24 @@ def test_trailing_garbage_loads(tmp_path):
     for data in expect_loads(BASE + b"garbage" * 100, tmp_path):
         for key, value in BASE_DATA.items():
             np.testing.assert_array_equal(data[key], value)
+
+
+def test_trailing_bytes_are_reported_by_validate(tmp_path):
+    # The same rule as kast: what follows the store must be further complete stores.
+    path = tmp_path / "trailing.kas"
+    path.write_bytes(BASE + b"junk")
+    (problem,) = kastore.validate(path)
+    start = len(BASE)
+    assert str(problem) == (f"store 1 (concatenated after store 0, from byte {start} on): kastore: header at byte "
+                            f"{start}: expected 64 bytes (up to byte {start + 64}), the data ends at byte {start + 4}")
+    assert problem.offset == start and problem.field == "header"
+    path.write_bytes(BASE + BASE + kastore.dumps({}))
+    assert kastore.validate(path) == []
+    unsorted = craft([(INT8, b"b", b"\x01"), (INT8, b"a", b"\x02")])
+    path.write_bytes(BASE + unsorted)
+    (problem,) = kastore.validate(path)
+    assert str(problem).startswith(f"store 1 (concatenated after store 0, from byte {start} on): kastore: item 1 key")
+    assert problem.offset == start + 64 + 2 * 64 + 1  # file offset of the second key
 
 
 # --------------------------------------------------------------------------- descriptor fields
@@ -313,8 +339,9 @@ def test_unsorted_keys_load_in_file_order_but_do_not_validate(tmp_path):
     with kastore.load(path) as store:
         assert list(store) == ["b", "a"]
     problems = kastore.validate(path)
-    assert len(problems) == 1 and "sorted" in problems[0], problems
-    assert problems[0].startswith("kastore") and "at byte" in problems[0]
+    assert len(problems) == 1 and "sorted" in str(problems[0]), problems
+    assert str(problems[0]).startswith("kastore") and "at byte" in str(problems[0])
+    assert problems[0].field == "item 1 key" and isinstance(problems[0].offset, int)
     assert arrayio.validate(path) == problems
 
 
@@ -331,7 +358,8 @@ def test_nonzero_reserved_bytes_load_but_do_not_validate(tmp_path, where):
     path.write_bytes(raw)
     problems = kastore.validate(path)
     assert problems, where
-    assert all(problem.startswith("kastore") and "at byte" in problem for problem in problems), problems
+    assert all(str(problem).startswith("kastore") and "at byte" in str(problem) for problem in problems), problems
+    assert all(isinstance(problem.offset, int) for problem in problems), problems
     assert craft(items) == kastore.dumps({"a": np.array([1], np.int8), "b": np.array([2], np.int8)})
     clean = tmp_path / "clean.kas"
     clean.write_bytes(craft(items))

@@ -69,8 +69,9 @@ def test_standard_file_dump_to_path_byte_for_byte(testdata, tmp_path, n):
 
 @pytest.mark.parametrize("mode", LOAD_MODES, ids=LOAD_MODE_IDS)
 def test_empty_file_is_end_of_file(testdata, mode):
-    with pytest.raises(EOFError):
+    with pytest.raises(EOFError) as caught:
         load_file(mode, testdata / "kastore" / "malformed" / "empty_file.kas")
+    assert isinstance(caught.value, kastore.FileFormatError) and isinstance(caught.value, arrayio.FormatError)
 
 
 @pytest.mark.parametrize("mode", LOAD_MODES, ids=LOAD_MODE_IDS)
@@ -93,8 +94,8 @@ def test_malformed_file(testdata, name, mode):
 def test_malformed_file_validate_reports_one_problem(testdata, name):
     problems = kastore.validate(testdata / "kastore" / "malformed" / f"{name}.kas")
     assert len(problems) == 1
-    assert problems[0].startswith("kastore")
-    assert "at byte" in problems[0]
+    assert str(problems[0]).startswith("kastore")
+    assert "at byte" in str(problems[0]) and isinstance(problems[0].offset, int) and problems[0].field
 
 
 def test_version_errors_are_version_errors(testdata):

@@ -235,7 +235,7 @@ def test_registry_opens_and_detects(store_path):
     with arrayio.open(store_path) as store:
         assert len(store) == 10
     facts = arrayio.info(store_path)
-    assert facts["num_items"] == 10
+    assert facts["num_keys"] == 10
     assert facts["file_size"] == os.path.getsize(store_path)
     assert arrayio.validate(store_path) == []
 

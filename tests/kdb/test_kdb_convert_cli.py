@@ -90,7 +90,7 @@ def test_cli_kdb_group(cli, tmp_path):
     assert kdb.validate(out) == [] and kdb.info(out)["embodiments"] == ["panda"]
     lerobot = write_lerobot(tmp_path / "lr")
     assert cli("kdb", "ingest-lerobot", lerobot, tmp_path / "l.kdb").returncode == 0
-    assert kdb.info(tmp_path / "l.kdb")["episodes"] == 2
+    assert kdb.info(tmp_path / "l.kdb")["num_episodes"] == 2
     assert cli("kdb", "export", out, tmp_path / "r.npz").returncode == 0
     png = tmp_path / "episode.png"
     result = cli("kdb", "show", out, "2", "--png", png)

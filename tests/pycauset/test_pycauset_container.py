@@ -255,7 +255,7 @@ def test_flipped_slot_byte_falls_back(updated):
     patch(updated, SLOT_OFFSETS["B"] + 3, b"\xff")
     container = ours.load(updated)
     assert container.active_slot == "A" and container.properties == {"version": 1}
-    assert any("slot B slot_crc32" in problem for problem in ours.validate(updated))
+    assert any("slot B slot_crc32" in str(problem) for problem in ours.validate(updated))
 
 
 def test_garbage_appended_still_loads_and_updates(updated):
@@ -354,7 +354,7 @@ def test_slot_overlapping_header_is_invalid(updated):
     b = slot(updated, "B")
     patch(updated, SLOT_OFFSETS["B"], pack_slot(9, 0, b.payload_length, b.metadata_offset, b.metadata_length))
     assert ours.load(updated).active_slot == "A"
-    assert any("payload_offset at byte 152: expected >= 4096" in p for p in ours.validate(updated))
+    assert any("payload_offset at byte 152: expected >= 4096" in str(p) for p in ours.validate(updated))
 
 
 def test_forged_payload_length_is_an_error_and_old_quirk_is_accepted(updated):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from ..errors import (
     ArrayIOError,
     ChecksumError,
+    ClosedError,
     ErrorKinds,
     FormatError,
     UnsupportedError,
@@ -21,6 +22,7 @@ from ..errors import (
 __all__ = [
     "ERRORS",
     "FileNotFound",
+    "FileClosedError",
     "NoSuchChecksum",
     "NoSuchCodec",
     "NoSuchSerializer",
@@ -42,6 +44,10 @@ __all__ = [
 
 class FileNotFound(ArrayIOError, IOError):
     """A file named on the command line does not exist (or an output exists without --force)."""
+
+
+class FileClosedError(ClosedError):
+    """The ``BloscpackFile`` was closed; nothing can be read through it any more."""
 
 
 class NoSuchChecksum(UnsupportedError):

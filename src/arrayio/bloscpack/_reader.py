@@ -22,13 +22,16 @@ import blosc
 import numpy as np
 
 from .._binary import Source, atomic_write, release_pages
-from ._errors import ERRORS, NotANumpyArray
+from .._readers import ReaderBase
+from ..errors import Problem
+from ._errors import ERRORS, FileClosedError, NotANumpyArray
 from ._records import (
     BLOSC_FORMAT_VERSIONS,
     BLOSC_HEADER,
     BLOSC_OVERHEAD,
     CHECKSUMS,
     FLAG_MEMCPYED,
+    FORMAT_NAME,
     FORMAT_VERSION,
     HEADER,
     KNOWN_OPTIONS,
@@ -43,6 +46,8 @@ from ._records import (
     OPTION_OFFSETS,
     UNKNOWN,
     Checksum,
+    decode_blosc_flags,
+    pretty_size,
 )
 from ._threads import ordered_map, parallel_map
 
@@ -184,13 +189,16 @@ def _numpy_layout(metadata: MetadataSection) -> tuple[np.dtype, tuple[int, ...],
     return dtype, tuple(shape), order
 
 
-class BloscpackFile:
+class BloscpackFile(ReaderBase):
     """A bloscpack file opened lazily: header facts, metadata, and chunk-wise access to its data.
 
     For an ndarray file ``shape``/``dtype``/``order`` come from the metadata; for a byte stream
     the data is a 1-D ``uint8`` array. Indexing along the first axis of C-order data decodes only
-    the chunks holding the selected rows.
+    the chunks holding the selected rows. After ``close()`` every access raises ``FileClosedError``.
     """
+
+    format = FORMAT_NAME
+    closed_error = FileClosedError
 
     def __init__(self, source: Source) -> None:
         self.source = source
@@ -331,17 +339,13 @@ class BloscpackFile:
         return self.shape[0]
 
     def __repr__(self) -> str:
+        if self.closed:
+            return "<bloscpack file, closed>"
         return (f"<bloscpack {self.name}: shape={self.shape} dtype={self.dtype} order={self.order} "
                 f"nchunks={self.nchunks} checksum={self.checksum.name}>")
 
-    def __enter__(self) -> "BloscpackFile":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Release the file's map; arrays already returned stay valid (they are copies)."""
+    def _release(self) -> None:
+        # Arrays already returned stay valid: they are copies.
         self.source.close()
 
     # -- where the chunks are ------------------------------------------------------------------
@@ -549,26 +553,107 @@ class BloscpackFile:
 
     # -- checking everything ---------------------------------------------------------------
 
-    def verify(self) -> list[str]:
+    def validate(self) -> list[Problem]:
         """Problems found by decoding every chunk and checking the offsets table (empty = valid)."""
         problems = []
         try:
             positions = self.positions
         except ERRORS.format_error as error:
-            return [str(error)]
+            return [Problem.from_error(error)]
         if self.offsets is not None and not self._offsets_trusted:
-            problems.append(f"bloscpack: offsets table at byte {self.offsets_offset}: expected the positions "
-                            f"of the {self.nchunks} chunks, found values that are not (chunks found by scanning)")
-        if self.offsets is not None and np.any(self.offsets[self.nchunks:] != UNKNOWN):
-            problems.append(f"bloscpack: offsets table at byte {self.offsets_offset}: expected -1 in the "
-                            f"{len(self.offsets) - self.nchunks} slots kept for appending")
+            problems.append(ERRORS.problem("offsets table", self.offsets_offset,
+                                           f"the positions of the {self.nchunks} chunks",
+                                           "values that are not (chunks found by scanning)"))
+        spare = self.offsets[self.nchunks:] if self.offsets is not None else np.empty(0, OFFSET_DTYPE)
+        if np.any(spare != UNKNOWN):
+            first = int(np.flatnonzero(spare != UNKNOWN)[0])
+            problems.append(ERRORS.problem(f"offsets[{self.nchunks + first}]",
+                                           self.offsets_offset + (self.nchunks + first) * OFFSET_SIZE,
+                                           f"-1 in the {len(spare)} slots kept for appending",
+                                           int(spare[first])))
+        if self.metadata_section is not None:
+            problems += self._metadata_problems(self.metadata_section)
         scratch = np.empty(int(np.max(np.diff(self.starts), initial=0)), dtype=np.uint8)
         for index in range(len(positions)):
             try:
                 self._decode_into(index, scratch.ctypes.data)
             except ERRORS.format_error as error:
-                problems.append(str(error))
+                problems.append(Problem.from_error(error))
         return problems
+
+    def _metadata_problems(self, section: MetadataSection) -> list[Problem]:
+        """Bytes the reference writes as zeros and never reads: meta_options, user_codec, the spare room."""
+        problems = []
+        header = section.header
+        for field in ("meta_options", "user_codec"):
+            if any(bytes(self.source.view(METADATA_HEADER.offset_of(field, base=section.offset),
+                                          METADATA_HEADER.dtype[field].itemsize, f"metadata header.{field}"))):
+                problems.append(ERRORS.problem(f"metadata header.{field}", METADATA_HEADER.offset_of(
+                    field, base=section.offset), "zero (written zero, not read)", getattr(header, field)))
+        spare_start = section.offset + METADATA_HEADER.size + header.meta_comp_size
+        spare = np.frombuffer(self.source.view(spare_start, header.max_meta_size - header.meta_comp_size,
+                                               "metadata spare room"), dtype=np.uint8)
+        if spare.any():
+            first = int(np.flatnonzero(spare)[0])
+            problems.append(ERRORS.problem("metadata spare room", spare_start + first,
+                                           "zero bytes up to max_meta_size", f"{int(spare[first]):#04x}"))
+        return problems
+
+    # -- the Reader protocol -----------------------------------------------------------------
+
+    def data_end(self) -> int:
+        """Where the last chunk's digest ends (the rest of the file is trailing bytes)."""
+        if not self.nchunks:
+            return self.data_offset
+        return int(self.positions[-1]) + self.chunk_location(self.nchunks - 1)[1].cbytes + self.checksum.size
+
+    def info(self) -> dict[str, Any]:
+        """Facts about the file (header, metadata, first chunk), without decoding any data."""
+        header = self.header
+        size = self.source.size
+        nbytes = int(self.starts[-1])
+        holds = f"ndarray {'x'.join(map(str, self.shape))} {self.dtype}" if self.is_numpy else "bytes"
+        facts: dict[str, Any] = {
+            "format": self.format,
+            "version": str(header.format_version),
+            "file_size": size,
+            "summary": (f"{holds}, {pretty_size(nbytes)} in {self.nchunks} chunk{'s' if self.nchunks != 1 else ''}"
+                        f" -> {pretty_size(size)}"),
+            "container": "numpy" if self.is_numpy else "bytes",
+        }
+        if self.is_numpy:
+            facts.update(dtype=str(self.dtype), shape=list(self.shape), order=self.order)
+        facts.update(
+            nbytes=nbytes, ratio=round(nbytes / size, 3) if size else None,
+            nchunks=self.nchunks, chunk_size=header.chunk_size, last_chunk=header.last_chunk,
+            typesize=header.typesize, checksum=self.checksum.name, offsets=self.offsets is not None,
+            max_app_chunks=header.max_app_chunks, first_offsets=[int(x) for x in self.positions[:5]],
+            trailing_bytes=size - self.data_end(),
+        )
+        if self.metadata_section is not None:
+            meta = self.metadata_section.header
+            facts["metadata"] = self.metadata
+            facts["metadata_header"] = {
+                "meta_checksum": self.metadata_section.checksum.name,
+                "meta_codec": METADATA_CODECS[meta.meta_codec], "meta_level": meta.meta_level,
+                "meta_size": meta.meta_size, "max_meta_size": meta.max_meta_size,
+                "meta_comp_size": meta.meta_comp_size}
+        if self.nchunks:
+            _position, first = self.chunk_location(0)
+            facts["first_chunk"] = {**first._asdict(), **decode_blosc_flags(first.flags)}
+        return facts
+
+    def entries(self) -> list[dict[str, Any]]:
+        """One row per chunk: name ``chunkN``, byte offset, compressed and uncompressed sizes, codec."""
+        rows = []
+        for index in range(self.nchunks):
+            position, header = self.chunk_location(index)
+            flags = decode_blosc_flags(header.flags)
+            shuffle = "bit" if flags["bit_shuffle"] else "byte" if flags["byte_shuffle"] else "none"
+            rows.append({"name": f"chunk{index}", "offset": position, "cbytes": header.cbytes,
+                         "nbytes": header.nbytes, "codec": "memcpy" if flags["pure_memcpy"] else flags["codec"],
+                         "shuffle": shuffle})
+        return rows
 
 
 def open_file(target: Any) -> BloscpackFile:

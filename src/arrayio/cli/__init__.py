@@ -253,9 +253,13 @@ def demo(folder: str | None, as_json: bool) -> None:
     else:
         _table(f"arrayio demo — files in {folder}", ["format", "file", "bytes", "read back + valid", "holds"],
                [(r["format"], os.path.basename(r["file"]), r["bytes"],
-                 "yes" if r["valid"] else "NO: " + "; ".join(r["problems"]), r["summary"]) for r in results])
+                 "yes" if r["valid"] else "NO: " + "; ".join(map(str, r["problems"])), r["summary"]) for r in results])
     sys.exit(1 if failed else 0)
 
+
+from .map import map_command  # noqa: E402 - a verb in its own module, registered once main exists
+
+main.add_command(map_command)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

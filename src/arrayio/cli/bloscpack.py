@@ -260,11 +260,11 @@ def info_command(file_: str) -> None:
         _fail(f"file '{file_}' does not exist!")
     with _clean_errors():
         facts = info(file_)
-    header_keys = ("format_version", "offsets", "checksum", "typesize", "chunk_size", "last_chunk", "nchunks",
-                   "max_app_chunks")
+    header = {"format_version": int(facts["version"]), **{key: facts[key] for key in (
+        "offsets", "checksum", "typesize", "chunk_size", "last_chunk", "nchunks", "max_app_chunks")}}
     click.echo("blpk: BloscpackHeader:")
-    for key in header_keys:
-        click.echo(f"blpk:     {key}: {facts[key]!r}")
+    for key, value in header.items():
+        click.echo(f"blpk:     {key}: {value!r}")
     if facts["offsets"]:
         click.echo("blpk: 'offsets':")
         click.echo(f"blpk: [{','.join(map(str, facts['first_offsets']))},...]")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .. import errors as _errors
-from ..errors import ArrayIOError, ErrorKinds
+from ..errors import ClosedError, ErrorKinds
 from ._records import FORMAT_NAME
 
 
@@ -15,7 +15,7 @@ class NoStoreError(_errors.TruncatedError, EOFError):
     """
 
 
-class StoreClosedError(ArrayIOError):
+class StoreClosedError(ClosedError):
     """The store was closed; its arrays can no longer be looked up."""
 
 

@@ -19,8 +19,10 @@ from .._keyed import (
     first_failure,
     load_buffer,
     load_store,
+    padding_problems,
     read_fixed,
 )
+from ..errors import Problem
 from ._errors import ERRORS, NoStoreError, StoreClosedError
 from ._records import (
     ALIGNMENT,
@@ -32,11 +34,6 @@ from ._records import (
     MAGIC,
     VERSION_MAJOR,
 )
-
-
-def _no_store() -> NoStoreError:
-    return NoStoreError("kast: header at byte 0: expected a 40-byte header, the data is empty (no store)",
-                        format=FORMAT_NAME, field="header", offset=0, expected="40 bytes", found="0 bytes")
 
 
 def _check_header(header: Any) -> None:
@@ -172,7 +169,7 @@ def _parse_index(source: Source, key_encoding: str) -> KeyedIndex:
     O(number of keys); nothing is allocated beyond what the data holds.
     """
     if source.size == 0:
-        raise _no_store()
+        raise KEYED.empty()
     header = HEADER.read(source, 0)
     _check_header(header)
     count = header.num_keys
@@ -196,10 +193,7 @@ def _read_store_bytes(stream: Any) -> memoryview:
     next one. The table is checked before the third read, so a bad table
     never makes us read (or wait for) bytes that are not part of the store.
     """
-    try:
-        head = read_fixed(stream, HEADER.size, ERRORS, "header")
-    except EOFError:
-        raise _no_store() from None
+    head = read_fixed(stream, KEYED, "header")
     header = HEADER.unpack(head)
     _check_header(header)
     count = header.num_keys
@@ -213,7 +207,29 @@ def _read_store_bytes(stream: Any) -> memoryview:
                         offset=len(table), prefix=bytes(table))
 
 
-KEYED = KeyedFormat(FORMAT_NAME, ERRORS, StoreClosedError, _parse_index, _read_store_bytes)
+def _canonical_problems(store: Store) -> list[Problem]:
+    """What loads but is not canonical: key order, non-zero reserved, header padding and padding bytes."""
+    problems = []
+    source = store.source
+    head = source.view(0, HEADER.size, "header")
+    for field in HEADER.nonzero_reserved(head):
+        problems.append(ERRORS.problem(f"header.{field}", HEADER.offsets[field], "zero bytes"))
+    count = len(store)
+    entries = ENTRY.read_array(source, KEYS_TABLE_OFFSET, count)
+    key_offsets = entries["key_offset"].tolist()
+    key_lengths = entries["key_length"].tolist()
+    raw_keys = [bytes(source.view(offset, length, f"item {index} key"))
+                for index, (offset, length) in enumerate(zip(key_offsets, key_lengths))]
+    for index in range(1, count):
+        if raw_keys[index - 1] >= raw_keys[index]:
+            problems.append(ERRORS.problem(f"item {index} key", key_offsets[index], "keys sorted by their bytes",
+                                           f"{raw_keys[index]!r} after {raw_keys[index - 1]!r}"))
+    problems += padding_problems(store, key_offsets[-1] + key_lengths[-1] + 1 if count else KEYS_TABLE_OFFSET)
+    return problems
+
+
+KEYED = KeyedFormat(FORMAT_NAME, ERRORS, StoreClosedError, NoStoreError, HEADER.size, _parse_index,
+                    _read_store_bytes, _canonical_problems, header_facts=("data_offset",))
 
 
 def load(file: Any, read_all: bool = False, key_encoding: str = DEFAULT_KEY_ENCODING,

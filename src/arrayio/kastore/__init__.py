@@ -14,6 +14,7 @@ from ._errors import (
     FileFormatError,
     KastoreException,
     KeyDecodeError,
+    NoStoreError,
     StoreClosedError,
     TruncatedFileError,
     VersionTooNewError,
@@ -30,6 +31,6 @@ __version__ = "0.3.6"
 __all__ = [
     "load", "loads", "dump", "dumps", "Store", "ValueInfo",
     "KastoreException", "FileFormatError", "TruncatedFileError", "VersionTooOldError", "VersionTooNewError",
-    "StoreClosedError", "KeyDecodeError", "PY_ENGINE", "C_ENGINE", "DEFAULT_KEY_ENCODING",
+    "StoreClosedError", "NoStoreError", "KeyDecodeError", "PY_ENGINE", "C_ENGINE", "DEFAULT_KEY_ENCODING",
     "FORMAT_NAME", "open", "info", "validate", "entries", "cat", "demo",
 ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .. import errors as _errors
 from .._keyed import KeyDecodeError as _KeyDecodeError
-from ..errors import ArrayIOError, ErrorKinds
+from ..errors import ClosedError, ErrorKinds
 from ._records import FORMAT_NAME
 
 
@@ -32,7 +32,15 @@ class VersionTooNewError(KastoreException, _errors.VersionTooNewError):
     """The file's major version is newer than 1."""
 
 
-class StoreClosedError(KastoreException, ArrayIOError):
+class NoStoreError(TruncatedFileError, EOFError):
+    """The data ends where a store should begin (0 bytes): the clean end of a stream of stores.
+
+    It is a FormatError for callers who treat empty input as malformed and an
+    EOFError (what kastore raises) for loops that read concatenated stores until the end.
+    """
+
+
+class StoreClosedError(KastoreException, ClosedError):
     """The store was closed; its arrays can no longer be looked up."""
 
 

@@ -20,10 +20,12 @@ from .._keyed import (
     first_failure,
     load_buffer,
     load_store,
+    padding_problems,
     read_fixed,
     running_starts,
 )
-from ._errors import ERRORS, KeyDecodeError, StoreClosedError
+from ..errors import Problem
+from ._errors import ERRORS, KeyDecodeError, NoStoreError, StoreClosedError
 from ._records import (
     ALIGNMENT,
     DEFAULT_KEY_ENCODING,
@@ -42,7 +44,7 @@ def _parse_index(source: Source, key_encoding: str) -> KeyedIndex:
     over the descriptor table, so opening costs O(number of keys).
     """
     if source.size == 0:
-        raise EOFError("End of file")
+        raise KEYED.empty()
     header = HEADER.read(source, 0)
     ERRORS.check_magic("header.magic", 0, MAGIC, header.magic)
     ERRORS.check_version("header.version_major", HEADER.offsets["version_major"], VERSION_MAJOR,
@@ -117,7 +119,7 @@ def _parse_index(source: Source, key_encoding: str) -> KeyedIndex:
 
 def _read_store_bytes(stream: Any) -> memoryview:
     """Read exactly one store from a stream (header, then file_size - 64 bytes), nothing more."""
-    head = read_fixed(stream, HEADER.size, ERRORS, "header")
+    head = read_fixed(stream, KEYED, "header")
     header = HEADER.unpack(head)
     if header.magic != MAGIC or header.version_major != VERSION_MAJOR or header.file_size <= HEADER.size:
         return memoryview(head)
@@ -125,7 +127,32 @@ def _read_store_bytes(stream: Any) -> memoryview:
                         offset=HEADER.size, prefix=head)
 
 
-KEYED = KeyedFormat(FORMAT_NAME, ERRORS, StoreClosedError, _parse_index, _read_store_bytes)
+def _canonical_problems(store: Store) -> list[Problem]:
+    """What loads but is not canonical: key order, reserved and padding bytes."""
+    problems = []
+    source = store.source
+    keys = list(store)
+    encoded = [key.encode(DEFAULT_KEY_ENCODING) for key in keys]
+    head = source.view(0, HEADER.size, "header")
+    for field in HEADER.nonzero_reserved(head):
+        problems.append(ERRORS.problem(f"header.{field}", HEADER.offsets[field], "zero bytes"))
+    table = source.view(HEADER.size, ITEM.size * len(keys), "item descriptor table")
+    for index in range(len(keys)):
+        for field in ITEM.nonzero_reserved(table, index * ITEM.size):
+            problems.append(ERRORS.problem(f"item {index} {field}", ITEM.offset_of(field, HEADER.size, index),
+                                           "zero bytes"))
+    key_offsets = running_starts(np.array([len(key) for key in encoded], dtype=np.uint64),
+                                 HEADER.size + ITEM.size * len(keys)).tolist()
+    for index in range(1, len(encoded)):
+        if encoded[index - 1] > encoded[index]:
+            problems.append(ERRORS.problem(f"item {index} key", key_offsets[index], "keys sorted by UTF-8 bytes",
+                                           f"{keys[index]!r} after {keys[index - 1]!r}"))
+    problems += padding_problems(store, key_offsets[-1] + len(encoded[-1]) if keys else HEADER.size)
+    return problems
+
+
+KEYED = KeyedFormat(FORMAT_NAME, ERRORS, StoreClosedError, NoStoreError, HEADER.size, _parse_index,
+                    _read_store_bytes, _canonical_problems, entries_sorted=True)
 
 
 def load(file: Any, read_all: bool = False, key_encoding: str = DEFAULT_KEY_ENCODING,

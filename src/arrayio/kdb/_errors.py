@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..errors import (
     ArrayIOError,
+    ClosedError,
     ErrorKinds,
     FormatError,
     TruncatedError,
@@ -34,6 +35,10 @@ class InvalidUtf8(KinoError):
 
 class ImageDecodeError(KinoError):
     """A stored image could not be decoded (or its raw size does not match its dimensions)."""
+
+
+class FileClosedError(ClosedError):
+    """The ``KdbFile`` was closed; nothing can be read through it any more."""
 
 
 class EpisodeNotFound(ArrayIOError, IndexError):

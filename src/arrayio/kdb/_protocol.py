@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..errors import ArrayIOError
-from ._errors import (
-    EpisodeIdNotFound,
-    ImageDecodeError,
-)
+from .._readers import entries_of, info_of, problems_of
+from ..errors import ArrayIOError, Problem
+from ._errors import EpisodeIdNotFound
 from ._reader import KdbFile, open_file
-from ._records import HEADER, VERSION_MINOR
 from ._writer import Writer
 
 
@@ -26,83 +22,17 @@ def open(path: Any, *, on_bad_image: str = "raise") -> KdbFile:  # noqa: A001 - 
 
 def info(path: Any) -> dict:
     """Episodes, frames, dims, cameras, embodiments and tasks of a .kdb file."""
-    with open(path) as kdb:
-        metas = [kdb.read_meta(position) for position in range(len(kdb))]
-        cameras: dict[str, None] = {}
-        for position in range(len(kdb)):
-            if metas[position].num_frames:
-                for record in kdb.image_records(position, 0):
-                    cameras.setdefault(record.camera, None)
-        dims = sorted({(meta.state_dim, meta.action_dim) for meta in metas})
-        successes = [meta.success for meta in metas if meta.success is not None]
-        facts = {
-            "summary": f"{len(kdb)} episodes, {kdb.num_frames} frames, state/action dims "
-                       f"{', '.join(f'{s}/{a}' for s, a in dims) or '-'}, cameras {', '.join(cameras) or 'none'}",
-            "version": kdb.version,
-            "episodes": len(kdb),
-            "frames": kdb.num_frames,
-            "created_timestamp": int(kdb.header.created_timestamp),
-            "state_dims": sorted({s for s, _ in dims}),
-            "action_dims": sorted({a for _, a in dims}),
-            "cameras": list(cameras),
-            "embodiments": sorted({meta.embodiment for meta in metas}),
-            "tasks": sorted({meta.task for meta in metas}),
-            "fps": sorted({meta.fps for meta in metas if not math.isnan(meta.fps)}),
-            "success_rate": (sum(successes) / len(successes)) if successes else None,
-            "file_bytes": kdb.source.size,
-        }
-    return facts
+    return info_of(open, path)
 
 
-def validate(path: Any, *, decode_images: bool = True) -> list[str]:
+def validate(path: Any, *, decode_images: bool = True) -> list[Problem]:
     """Every problem found in a .kdb file (empty list: valid); never raises for a bad file."""
-    try:
-        kdb = open(path)
-    except ArrayIOError as error:
-        return [str(error)]
-    problems = []
-    with kdb:
-        reserved = HEADER.nonzero_reserved(kdb.source.view(0, HEADER.size, "header"))
-        if reserved and kdb.header.version_minor <= VERSION_MINOR:
-            problems.append(f"kdb: header.reserved at byte {HEADER.offsets['reserved']}: expected zeros")
-        for position in range(len(kdb)):
-            problems.extend(_episode_problems(kdb, position, decode_images))
-    return problems
-
-
-def _episode_problems(kdb: KdbFile, position: int, decode_images: bool) -> list[str]:
-    problems = []
-    try:
-        meta = kdb.read_meta(position)
-        if meta.num_frames == 0:
-            problems.append(f"kdb: episode {position} index.num_frames: expected at least 1 frame, found 0")
-        kdb.steps(position)
-        for frame in range(meta.num_frames):
-            for record in kdb.image_records(position, frame):
-                if decode_images or not record.compressed:
-                    kdb.decode_image(record)
-        first, end = kdb.frame_offset(position, 0), kdb.frame_offset(position, meta.num_frames)
-        stored = int(kdb.index["images_length"][position])
-        if end - first != stored:
-            problems.append(f"kdb: episode {position} index.images_length: expected {end - first} bytes of image "
-                            f"records, found {stored}")
-    except ImageDecodeError as error:
-        problems.append(f"{error} (episode {position})")
-    except ArrayIOError as error:
-        problems.append(str(error))
-    return problems
+    return problems_of(open, path, decode_images=decode_images)
 
 
 def entries(path: Any) -> list[dict]:
     """One row per episode: id, frames, dims, fps, success, total reward, embodiment, task."""
-    with open(path) as kdb:
-        rows = []
-        for position in range(len(kdb)):
-            meta = kdb.read_meta(position)
-            rows.append({"name": str(meta.episode_id), "frames": meta.num_frames, "state_dim": meta.state_dim,
-                         "action_dim": meta.action_dim, "fps": meta.fps, "success": meta.success,
-                         "total_reward": meta.total_reward, "embodiment": meta.embodiment, "task": meta.task})
-    return rows
+    return entries_of(open, path)
 
 
 def cat(path: Any, name: str) -> Iterator[str]:

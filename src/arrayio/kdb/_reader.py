@@ -10,6 +10,8 @@ records once, as far as the frame asked for, and cached.
 
 from __future__ import annotations
 
+import itertools
+import math
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -18,6 +20,8 @@ from typing import Any, NamedTuple, overload
 import numpy as np
 
 from .._binary import Source
+from .._readers import ReaderBase
+from ..errors import FormatError, Problem
 from . import _images
 from ._codec import EpisodeMeta, decode_meta, decode_utf8, step_dtype, step_size
 from ._errors import (
@@ -25,6 +29,7 @@ from ._errors import (
     BadMagic,
     EpisodeIdNotFound,
     EpisodeNotFound,
+    FileClosedError,
     ImageDecodeError,
 )
 from ._records import (
@@ -38,6 +43,7 @@ from ._records import (
     MAGIC,
     STRING_LENGTH,
     VERSION_MAJOR,
+    VERSION_MINOR,
 )
 
 BAD_IMAGE_POLICIES = ("raise", "skip")
@@ -241,8 +247,14 @@ class CameraFrames(Sequence[np.ndarray]):
         return f"<kdb CameraFrames {self.camera!r} of episode {self.images.position}: shape {self.shape}>"
 
 
-class KdbFile:
-    """An open .kdb file: header, index (a structured view), episodes on demand."""
+class KdbFile(ReaderBase):
+    """An open .kdb file: header, index (a structured view), episodes on demand.
+
+    After ``close()`` every access raises ``FileClosedError``.
+    """
+
+    format = FORMAT_NAME
+    closed_error = FileClosedError
 
     def __init__(self, source: Source, *, on_bad_image: str = "raise") -> None:
         if on_bad_image not in BAD_IMAGE_POLICIES:
@@ -315,18 +327,8 @@ class KdbFile:
 
     # -- whole file ------------------------------------------------------------------------------
 
-    def __enter__(self) -> KdbFile:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """Release the map (arrays already handed out keep their pages alive)."""
-        self.index = self.index[:0].copy()
-        self._entries.clear()
-        self._walks.clear()
-        self._steps.clear()
+    def _release(self) -> None:
+        # Arrays already handed out keep their pages alive.
         self.source.close()
 
     def __len__(self) -> int:
@@ -340,7 +342,110 @@ class KdbFile:
         return self.read_episode(position)
 
     def __repr__(self) -> str:
+        if self.closed:
+            return "<kdb file, closed>"
         return f"<kdb file {self.source.name}: {len(self)} episodes, {self.num_frames} frames, version {self.version}>"
+
+    # -- the Reader protocol -----------------------------------------------------------------------
+
+    def info(self) -> dict[str, Any]:
+        """Episodes, frames, dims, cameras, embodiments and tasks."""
+        metas = [self.read_meta(position) for position in range(len(self))]
+        cameras: dict[str, None] = {}
+        for position, meta in enumerate(metas):
+            if meta.num_frames:
+                for record in self.image_records(position, 0):
+                    cameras.setdefault(record.camera, None)
+        dims = sorted({(meta.state_dim, meta.action_dim) for meta in metas})
+        successes = [meta.success for meta in metas if meta.success is not None]
+        return {
+            "format": self.format,
+            "version": self.version,
+            "file_size": self.source.size,
+            "summary": f"{len(self)} episodes, {self.num_frames} frames, state/action dims "
+                       f"{', '.join(f'{s}/{a}' for s, a in dims) or '-'}, cameras {', '.join(cameras) or 'none'}",
+            "num_episodes": len(self),
+            "num_frames": self.num_frames,
+            "created_timestamp": int(self.header.created_timestamp),
+            "state_dims": sorted({s for s, _ in dims}),
+            "action_dims": sorted({a for _, a in dims}),
+            "cameras": list(cameras),
+            "embodiments": sorted({meta.embodiment for meta in metas}),
+            "tasks": sorted({meta.task for meta in metas}),
+            "fps": sorted({meta.fps for meta in metas if not math.isnan(meta.fps)}),
+            "success_rate": (sum(successes) / len(successes)) if successes else None,
+        }
+
+    def entries(self) -> list[dict[str, Any]]:
+        """One row per episode: id, frames, dims, fps, success, total reward, embodiment, task."""
+        rows = []
+        for position in range(len(self)):
+            meta = self.read_meta(position)
+            rows.append({"name": str(meta.episode_id), "num_frames": meta.num_frames, "state_dim": meta.state_dim,
+                         "action_dim": meta.action_dim, "fps": meta.fps, "success": meta.success,
+                         "total_reward": meta.total_reward, "embodiment": meta.embodiment, "task": meta.task})
+        return rows
+
+    def validate(self, *, decode_images: bool = True) -> list[Problem]:
+        """Every problem found (empty list: valid): reserved bytes, then each episode's sections and images."""
+        problems = []
+        reserved = HEADER.nonzero_reserved(self.source.view(0, HEADER.size, "header"))
+        if reserved and self.header.version_minor <= VERSION_MINOR:
+            problems.append(ERRORS.problem("header.reserved", HEADER.offsets["reserved"], "zeros"))
+        for position in range(len(self)):
+            problems.extend(self._episode_problems(position, decode_images))
+        return problems + self._overlap_problems()
+
+    def _overlap_problems(self) -> list[Problem]:
+        """Sections that share bytes: a writer lays each section out once, so an overlap is a damaged index."""
+        sections = []
+        for position in range(len(self)):
+            try:
+                entry = self.entry(position)
+            except FormatError:
+                continue  # reported by _episode_problems
+            for name, offset_field, length_field in _SECTIONS:
+                if getattr(entry, length_field):
+                    sections.append((getattr(entry, offset_field), getattr(entry, length_field), position, name,
+                                     offset_field))
+        sections.sort()
+        problems = []
+        base = self.header.index_offset
+        for (start, length, position, name, _), (later, _, later_position, later_name, later_field) in \
+                itertools.pairwise(sections):
+            if later < start + length:
+                problems.append(ERRORS.problem(
+                    f"episode {later_position} index.{later_field}",
+                    INDEX_ENTRY.offset_of(later_field, base, later_position),
+                    f"a {later_name} section clear of episode {position}'s {name} section (which ends at byte "
+                    f"{start + length})", later))
+        return problems
+
+    def _episode_problems(self, position: int, decode_images: bool) -> list[Problem]:
+        problems = []
+        base = self.header.index_offset
+        try:
+            meta = self.read_meta(position)
+            if meta.num_frames == 0:
+                problems.append(ERRORS.problem(f"episode {position} index.num_frames",
+                                               INDEX_ENTRY.offset_of("num_frames", base, position),
+                                               "at least 1 frame", 0))
+            self.steps(position)
+            for frame in range(meta.num_frames):
+                for record in self.image_records(position, frame):
+                    if decode_images or not record.compressed:
+                        self.decode_image(record)
+            first, end = self.frame_offset(position, 0), self.frame_offset(position, meta.num_frames)
+            stored = int(self.index["images_length"][position])
+            if end - first != stored:
+                problems.append(ERRORS.problem(f"episode {position} index.images_length",
+                                               INDEX_ENTRY.offset_of("images_length", base, position),
+                                               f"{end - first} bytes of image records", stored))
+        except ImageDecodeError as error:
+            problems.append(Problem.from_error(error, f"episode {position}"))
+        except FormatError as error:
+            problems.append(Problem.from_error(error))
+        return problems
 
     @property
     def version(self) -> str:

@@ -21,7 +21,7 @@ from ._codec import (
     decode_metadata,
     encode_metadata,
 )
-from ._errors import ERRORS
+from ._errors import ERRORS, ContainerClosedError
 from ._matrices import (
     UNPACK_LIMIT,
     PackedMatrix,
@@ -51,6 +51,7 @@ __all__ = [
     "MAX_STRING_BYTES",
     "UNPACK_LIMIT",
     "Container",
+    "ContainerClosedError",
     "PackedMatrix",
     "SlotSummary",
     "antisymmetric",

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import zlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -24,22 +24,22 @@ except ImportError:  # not POSIX: concurrent updaters are not serialised there
     fcntl = None
 
 from .._binary import Source
+from .._readers import ReaderBase
+from ..errors import ArrayIOError, FormatError, Problem
 from ._codec import decode_metadata
-from ._errors import ERRORS
+from ._errors import ERRORS, ContainerClosedError
 from ._matrices import (
     UNPACK_LIMIT,
     check_payload_length,
     layout_from_metadata,
 )
-
-if TYPE_CHECKING:
-    from typing_extensions import Self
 from ._records import (
     BLOCK_HEADER,
     BLOCK_MAGIC,
     BLOCK_VERSION,
     ENCODING_VERSION,
     ENDIAN_LITTLE,
+    FORMAT_NAME,
     FORMAT_VERSION,
     HEADER_BYTES,
     MAGIC,
@@ -49,6 +49,7 @@ from ._records import (
     SLOT,
     SLOT_CRC_COVERS,
     SLOT_OFFSETS,
+    SLOTS_END,
 )
 
 
@@ -60,7 +61,7 @@ class SlotState:
     offset: int
     fields: Any
     crc_ok: bool
-    problems: tuple[str, ...]
+    problems: tuple[Problem, ...]
 
     @property
     def valid(self) -> bool:
@@ -100,14 +101,14 @@ def check_preamble(source: Source) -> Any:
     return preamble
 
 
-def _range_problem(slot_name: str, base: int, what: str, offset: int, length: int, size: int) -> str | None:
+def _range_problem(slot_name: str, base: int, what: str, offset: int, length: int, size: int) -> Problem | None:
     field = f"slot {slot_name} {what}_offset"
     at = SLOT.offset_of(f"{what}_offset", base=base)
     if offset < HEADER_BYTES:
-        return str(ERRORS.invalid(field, at, f">= {HEADER_BYTES} (after the header)", offset))
+        return ERRORS.problem(field, at, f">= {HEADER_BYTES} (after the header)", offset)
     if offset + length > size:
-        return str(ERRORS.invalid(f"slot {slot_name} {what} range", at,
-                                  f"offset + length <= file size {size}", f"{offset} + {length}"))
+        return ERRORS.problem(f"slot {slot_name} {what} range", at, f"offset + length <= file size {size}",
+                              f"{offset} + {length}")
     return None
 
 
@@ -116,27 +117,27 @@ def read_slot(source: Source, name: str) -> SlotState:
     base = SLOT_OFFSETS[name]
     raw = source.view(base, SLOT.size, f"slot {name}")
     fields = SLOT.unpack(raw)
-    problems: list[str] = []
+    problems: list[Problem] = []
     computed = slot_crc(raw)
     crc_ok = computed == fields.slot_crc32
     if not crc_ok:
-        problems.append(str(ERRORS.checksum_mismatch(f"slot {name} slot_crc32", base + SLOT_CRC_COVERS,
-                                                     f"0x{computed:08x}", f"0x{fields.slot_crc32:08x}")))
+        problems.append(Problem.from_error(ERRORS.checksum_mismatch(
+            f"slot {name} slot_crc32", base + SLOT_CRC_COVERS, f"0x{computed:08x}", f"0x{fields.slot_crc32:08x}")))
     if fields.payload_offset % PAYLOAD_ALIGN:
-        problems.append(str(ERRORS.invalid(f"slot {name} payload_offset", base + SLOT.offsets["payload_offset"],
-                                           f"a multiple of {PAYLOAD_ALIGN}", fields.payload_offset)))
+        problems.append(ERRORS.problem(f"slot {name} payload_offset", base + SLOT.offsets["payload_offset"],
+                                       f"a multiple of {PAYLOAD_ALIGN}", fields.payload_offset))
     if fields.metadata_offset % METADATA_ALIGN:
-        problems.append(str(ERRORS.invalid(f"slot {name} metadata_offset", base + SLOT.offsets["metadata_offset"],
-                                           f"a multiple of {METADATA_ALIGN}", fields.metadata_offset)))
+        problems.append(ERRORS.problem(f"slot {name} metadata_offset", base + SLOT.offsets["metadata_offset"],
+                                       f"a multiple of {METADATA_ALIGN}", fields.metadata_offset))
     for what, offset, length in (("payload", fields.payload_offset, fields.payload_length),
                                  ("metadata", fields.metadata_offset, fields.metadata_length)):
         problem = _range_problem(name, base, what, offset, length, source.size)
         if problem:
             problems.append(problem)
     if fields.hot_length and fields.hot_offset + fields.hot_length > source.size:
-        problems.append(str(ERRORS.invalid(f"slot {name} hot range", base + SLOT.offsets["hot_offset"],
-                                           f"offset + length <= file size {source.size}",
-                                           f"{fields.hot_offset} + {fields.hot_length}")))
+        problems.append(ERRORS.problem(f"slot {name} hot range", base + SLOT.offsets["hot_offset"],
+                                       f"offset + length <= file size {source.size}",
+                                       f"{fields.hot_offset} + {fields.hot_length}"))
     return SlotState(name, base, fields, crc_ok, tuple(problems))
 
 
@@ -157,7 +158,7 @@ def require_active(slots: tuple[SlotState, SlotState]) -> SlotState:
     """The active slot, or a FormatError that gives both slots' reasons."""
     active = choose_active(slots)
     if active is None:
-        reasons = "; ".join(problem for slot in slots for problem in slot.problems)
+        reasons = "; ".join(str(problem) for slot in slots for problem in slot.problems)
         raise ERRORS.format_error(f"pycauset: no valid header slot at bytes 16..271: {reasons}",
                                   format="pycauset", field="header slots", offset=SLOT_OFFSETS["A"],
                                   expected="a valid slot A or B")
@@ -211,13 +212,17 @@ def _scalar(view: Any) -> complex | float:
     return float(value) if _is_number(value) else 1.0
 
 
-class Container:
+class Container(ReaderBase):
     """A loaded ``.pycauset`` file: its metadata, the active slot and the matrix payload.
 
     ``array`` is a read-only zero-copy view of dense payloads (transposition
     applied as a view) and a dense array unpacked on first use for the packed
     layouts; ``values()`` also applies the view's conjugation and scalar.
+    After ``close()`` every access raises ``ContainerClosedError``.
     """
+
+    format = FORMAT_NAME
+    closed_error = ContainerClosedError
 
     def __init__(self, source: Source, name: str = "<buffer>") -> None:
         self.source = source
@@ -241,20 +246,14 @@ class Container:
             raise
         self._unpacked: np.ndarray | None = None
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     def __repr__(self) -> str:
+        if self.closed:
+            return "<pycauset Container, closed>"
         return (f"<pycauset Container {self.name!r} {self.matrix_type}/{self.data_type} shape={self.shape} "
                 f"slot {self.active_slot} generation {self.generation}>")
 
-    def close(self) -> None:
-        """Release the file map (arrays handed out keep their pages alive until dropped)."""
-        self._payload = None
-        self._unpacked = None
+    def _release(self) -> None:
+        # Arrays handed out keep their pages alive until dropped.
         self.source.close()
 
     @property
@@ -300,8 +299,6 @@ class Container:
         return self.layout.packed_view(self._live_payload())
 
     def _live_payload(self) -> np.ndarray:
-        if self._payload is None:
-            raise ValueError("I/O operation on a closed pycauset container")
         return self._payload
 
     def unpack(self, max_bytes: int | None = UNPACK_LIMIT) -> np.ndarray:
@@ -329,6 +326,122 @@ class Container:
         if scalar != 1:
             result = result * scalar
         return result
+
+    # -- the Reader protocol -----------------------------------------------------------------
+
+    def info(self) -> dict[str, Any]:
+        """Both slots, the active one, the matrix identity and the metadata tree, JSON-friendly."""
+        active = choose_active(self.slots)
+        layout = self.layout
+        shape = "x".join(map(str, self.shape))
+        return {
+            "format": self.format,
+            "version": str(int(self.preamble.format_version)),
+            "file_size": self.source.size,
+            "summary": (f"{layout.matrix_type}/{layout.data_type} {shape} "
+                        f"{'vector' if layout.is_vector else 'matrix'}, generation {self.generation} "
+                        f"(slot {self.active_slot}), {len(self.metadata)} metadata keys"),
+            "active_slot": self.active_slot,
+            "generation": self.generation,
+            "slots": {slot.name: _slot_facts(slot, active) for slot in self.slots},
+            "matrix_type": layout.matrix_type,
+            "data_type": layout.data_type,
+            "shape": list(self.shape),
+            "stored_shape": [layout.rows, layout.cols],
+            "is_transposed": layout.is_transposed,
+            "payload_layout": {"kind": layout.kind, "params": jsonable(layout.params),
+                               **({"diagonal": layout.diagonal} if layout.kind == "raw_triangular" else {})},
+            "payload_offset": self.payload_offset,
+            "payload_length": self.payload_length,
+            "metadata_offset": self.metadata_offset,
+            "metadata_length": self.metadata_length,
+            "metadata": jsonable(self.metadata),
+        }
+
+    def entries(self) -> list[dict[str, Any]]:
+        """The matrix and each top-level metadata key, as rows for ``arrayio ls``."""
+        rows: list[dict[str, Any]] = [{"name": "matrix", "type": f"{self.matrix_type}/{self.data_type}",
+                                       "shape": list(self.shape), "nbytes": self.layout.nbytes()}]
+        for key, value in self.metadata.items():
+            rows.append({"name": f"metadata.{key}", "type": type(value).__name__, "shape": None, "nbytes": None})
+        return rows
+
+    def validate(self) -> list[Problem]:
+        """Every problem found: both slots (CRC, alignment, ranges), reserved bytes, blocks, identity."""
+        return source_problems(self.source)
+
+
+def jsonable(value: Any) -> Any:
+    """Metadata as JSON-friendly values: bytes become {"bytes": n, "hex": first 32 bytes}."""
+    if isinstance(value, dict):
+        return {key: jsonable(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [jsonable(item) for item in value]
+    if isinstance(value, bytes):
+        return {"bytes": len(value), "hex": value[:32].hex() + ("..." if len(value) > 32 else "")}
+    return value
+
+
+def _slot_facts(slot: SlotState, active: SlotState | None) -> dict[str, Any]:
+    facts: dict[str, Any] = {name: int(getattr(slot.fields, name)) for name in (
+        "generation", "payload_offset", "payload_length", "metadata_offset", "metadata_length",
+        "hot_offset", "hot_length", "slot_crc32")}
+    facts.update(crc_ok=slot.crc_ok, valid=slot.valid, active=slot is active,
+                 problems=[str(problem) for problem in slot.problems])
+    return facts
+
+
+def _reserved_problems(source: Source, slots: tuple[SlotState, SlotState]) -> list[Problem]:
+    problems = []
+    for slot in slots:
+        if any(slot.fields.reserved):
+            problems.append(ERRORS.problem(f"slot {slot.name} slot_reserved", slot.field_offset("reserved"),
+                                           "68 zero bytes", bytes(slot.fields.reserved)))
+    tail = np.frombuffer(source.view(SLOTS_END, HEADER_BYTES - SLOTS_END, "header tail"), np.uint8)
+    if tail.any():
+        first = SLOTS_END + int(np.flatnonzero(tail)[0])
+        problems.append(ERRORS.problem("header reserved bytes 272..4095", first, "zero", "a non-zero byte"))
+    return problems
+
+
+def source_problems(source: Source) -> list[Problem]:
+    """Every problem of the container in ``source``: preamble, both slots, blocks, identity, payload length.
+
+    Works on files that do not load (no valid slot), so it says more than the load error.
+    """
+    try:
+        check_preamble(source)
+        slots = read_slots(source)
+    except FormatError as error:
+        return [Problem.from_error(error)]
+    problems = [problem for slot in slots for problem in slot.problems]
+    problems += _reserved_problems(source, slots)
+    active = choose_active(slots)
+    if active is None:
+        return problems + [ERRORS.problem("header slots", SLOT_OFFSETS["A"], "a valid slot A or B",
+                                          "none (no valid header slot: the file cannot be loaded)")]
+    for slot in slots:
+        if not slot.valid:
+            continue
+        label = "active" if slot is active else "inactive"
+        try:
+            metadata = read_block(source, slot)
+        except FormatError as error:
+            problems.append(Problem.from_error(error, f"{label} slot {slot.name}"))
+            continue
+        if slot is not active:
+            continue
+        try:
+            layout = layout_from_metadata(metadata, int(slot.fields.payload_length),
+                                          int(slot.fields.metadata_offset))
+            check_payload_length(layout, int(slot.fields.payload_length), slot.field_offset("payload_length"))
+        except ArrayIOError as error:
+            problems.append(Problem.from_error(error))
+        uuid = metadata.get("payload_uuid")
+        if not isinstance(uuid, str) or not uuid:
+            problems.append(ERRORS.problem("metadata['payload_uuid']", int(slot.fields.metadata_offset),
+                                           "a non-empty string (pycauset.load requires it)", uuid))
+    return problems
 
 
 

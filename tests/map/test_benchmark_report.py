@@ -1,0 +1,91 @@
+"""benchmarks/run_all.py and the row convention: the report is built from the scripts' JSON rows,
+the hand-written prose of docs/benchmarks.md is kept, and every script takes --quick and --json."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def load(name: str):
+    spec = importlib.util.spec_from_file_location(f"benchmarks_{name}", BENCHMARKS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def run_all(monkeypatch, tmp_path):
+    """run_all.py with the benchmarks folder, the doc and the images redirected into tmp_path."""
+    sys.path.insert(0, str(BENCHMARKS))  # run_all's scripts import _rows from their folder
+    try:
+        module = load("run_all")
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    folder = tmp_path / "benchmarks"
+    folder.mkdir()
+    (folder / "_rows.py").write_text((BENCHMARKS / "_rows.py").read_text())
+    monkeypatch.setattr(module, "HERE", folder)
+    monkeypatch.setattr(module, "DOC", tmp_path / "docs" / "benchmarks.md")
+    monkeypatch.setattr(module, "IMAGES", tmp_path / "docs" / "img")
+    monkeypatch.setattr(module, "ROOT", tmp_path)
+    (tmp_path / "docs").mkdir()
+    return module
+
+
+def test_rows_are_cost_ratios_for_times_and_rates():
+    rows = load("_rows")
+    time = rows.row("a", "dump", 2.0, reference=4.0, limit=1.0)
+    assert (time["ratio_reference"], time["ratio_limit"]) == (0.5, 2.0)
+    rate = rows.row("a", "frames", 300.0, reference=100.0, limit=600.0, unit="frames/s", higher_is_better=True)
+    assert rate["ratio_reference"] == pytest.approx(1 / 3) and rate["ratio_limit"] == 2.0
+    assert rows.row("a", "alone", 5.0)["ratio_reference"] is None
+
+
+def test_run_all_writes_tables_and_charts_and_keeps_the_prose(run_all, monkeypatch, tmp_path):
+    (run_all.HERE / "fast.py").write_text(textwrap.dedent('''
+        import argparse
+        import _rows
+        parser = argparse.ArgumentParser()
+        _rows.add_arguments(parser)
+        args = parser.parse_args()
+        size = "1 MB" if args.quick else "1 GB"
+        _rows.write(args.json_path, "fast", f"{size} of zeros", [
+            _rows.row("fast", "dump", 0.25, reference=1.0, reference_name="ref", limit=0.2, limit_name="write"),
+            _rows.row("fast", "open", 0.0001, reference=1.0, reference_name="ref"),
+            _rows.row("fast", "loader", 900.0, unit="frames/s", higher_is_better=True)])
+        print("printed its own report")
+    '''))
+    (run_all.HERE / "broken.py").write_text("raise SystemExit('needs a GPU')\n")
+    prose = "# Benchmarks\n\nIntro.\n\n## kastore\n\nHand-written figures.\n"
+    run_all.DOC.write_text(prose)
+    for _ in range(2):  # the second run replaces the block instead of adding one
+        monkeypatch.setattr(sys, "argv", ["run_all.py", "--quick"])
+        run_all.main()
+    text = run_all.DOC.read_text()
+    assert text.count(run_all.BEGIN) == 1 and text.count(run_all.END) == 1
+    assert text.startswith("# Benchmarks\n\nIntro.\n\n" + run_all.BEGIN)
+    assert text.endswith("## kastore\n\nHand-written figures.\n")
+    assert "Data: 1 MB of zeros" in text and "Machine: " in text
+    assert "| dump | 0.25 s | 1 s (ref) | 0.2 s (write) | **0.25** | 1.25 |" in text
+    assert "**0.0001 (10,000x better)**" in text
+    assert "| loader | 900.0 frames/s |" in text
+    assert "### broken\n\nNot measured: `exit 1: needs a GPU`." in text
+    for name in ("benchmarks.png", "benchmarks-fast.png"):
+        assert (run_all.IMAGES / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not (run_all.IMAGES / "benchmarks-broken.png").exists()
+
+
+@pytest.mark.parametrize("name", ["kastore", "bloscpack", "kdb", "pycauset"])
+def test_every_benchmark_script_takes_quick_and_json(name):
+    result = subprocess.run([sys.executable, str(BENCHMARKS / f"{name}.py"), "--help"], capture_output=True,
+                            text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "--quick" in result.stdout and "--json" in result.stdout
