@@ -1,6 +1,6 @@
 """Benchmark arrayio.zarr, arrayio.convert and the tskit view, in one run.
 
-    python benchmarks/zarr.py [--key-size 1G] [--blp-size 1G] [--convert-size 2G] [--repeat 3]
+    python benchmarks/zarr.py [--key-size 1G] [--blp-size 1G] [--convert-size 2G] [--repeat 3] [--quick] [--json PATH]
 
 1. a whole kastore key read through ``open_store`` + zarr against the native reader + copy
    (goal: within 1.3x), and against a plain memory copy of the same bytes (the limit);
@@ -24,6 +24,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import _rows
 
 HERE = str(Path(__file__).resolve().parent)
 sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or ".") != HERE]  # this file is zarr.py too
@@ -188,10 +190,13 @@ def main() -> None:
     parser.add_argument("--convert-size", default="2G")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--child", nargs=3, metavar=("CASE", "SOURCE", "TARGET"), help=argparse.SUPPRESS)
+    _rows.add_arguments(parser)
     args = parser.parse_args()
     if args.child:
         _convert_case(*args.child)
         return
+    if args.quick:
+        args.key_size, args.blp_size, args.convert_size, args.repeat = "64M", "64M", "64M", 1
     with tempfile.TemporaryDirectory(prefix="arrayio-zarr-bench-", dir=os.environ.get("TMPDIR", "/tmp")) as name:
         folder = Path(name)
         report = {"key_read": key_read(folder, _size(args.key_size), args.repeat)}
@@ -203,6 +208,24 @@ def main() -> None:
         report["tskit"] = tskit_open(folder, args.repeat)
         print(json.dumps(report["tskit"]), flush=True)
     key, region, conv, tskit = report["key_read"], report["region_read"], report["convert"], report["tskit"]
+    rows = [
+        _rows.row("zarr", f"whole kastore key of {key['bytes'] / 2**20:.0f} MiB through zarr", key["zarr_s"],
+                  reference=key["native_copy_s"], reference_name="native reader + copy", limit=key["memcpy_s"],
+                  limit_name="memcpy", target="<= 1.3x native"),
+        *[_rows.row("zarr", f"bloscpack region of {region[name]['rows']} rows through zarr", region[name]["zarr_s"],
+                    reference=region[name]["native_s"], reference_name="bloscpack.open(...)[region]",
+                    target="<= 1.2x") for name in ("tenth", "one_chunk")],
+        _rows.row("zarr", f"convert {conv['bytes'] / 2**20:.0f} MiB bloscpack -> zarr", conv["arrayio"]["seconds"],
+                  reference=conv["unpack_zarr_save"]["seconds"], reference_name="unpack + zarr.save",
+                  note=f"peak RSS {conv['arrayio']['peak_rss'] / 2**20:.0f} MiB vs "
+                       f"{conv['unpack_zarr_save']['peak_rss'] / 2**20:.0f} MiB (goal < 300 MB)"),
+        _rows.row("zarr", f"open_datatree of a tskit file ({tskit['columns']} columns)", tskit["open_datatree_s"] * 1e3,
+                  unit="ms", target="< 100 ms"),
+        _rows.row("zarr", "open_zarr of the tskit node table", tskit["open_zarr_nodes_s"] * 1e3, unit="ms",
+                  target="< 100 ms"),
+    ]
+    _rows.write(args.json_path, "zarr", f"kastore key {args.key_size}, bloscpack {args.blp_size}, convert "
+                f"{args.convert_size}, best of {args.repeat}", rows)
     print()
     print(f"kastore key of {key['bytes'] / 2**20:.0f} MiB: zarr {key['zarr_s']:.3f} s, native+copy "
           f"{key['native_copy_s']:.3f} s -> {key['zarr_vs_native']:.2f}x (goal <= 1.3x); memcpy "
