@@ -62,6 +62,7 @@ __all__ = [
 
 MAX_CHUNK_BYTES = 64 << 20
 UNMAPPED_GROUP = "%"
+_RESERVED = frozenset({".", "..", "zarr.json"})  # node names Zarr forbids, or that would shadow a document
 _SAFE = "!$&'()*+,;=:@~ -"  # kept as they are in path segments; "%" and "/" never are
 
 
@@ -227,7 +228,7 @@ def unmappable_keys(keys: Iterable[str]) -> set[str]:
     bad = set()
     for key in keys:
         segments = key.split("/")
-        if key in groups or any(not part or part in (".", "..") or part.startswith("__") for part in segments):
+        if key in groups or any(not part or part in _RESERVED or part.startswith("__") for part in segments):
             bad.add(key)
     return bad
 
@@ -236,12 +237,13 @@ def zarr_path_of_key(key: str, unmappable: bool = False) -> str:
     """The zarr path of a kastore/kast key.
 
     The rule: the key's ``/``-separated segments become nested groups, each
-    segment percent-encoded (``%`` -> ``%25``, and any character outside
-    printable ASCII). A key that cannot map one to one (an empty, ``.``,
-    ``..`` or ``__``-prefixed segment, or a key that is also another key's
-    group, such as ``a`` next to ``a/b``) is the array named by its whole
-    percent-encoded key (``/`` -> ``%2F``, ``.`` -> ``%2E``, ``_`` -> ``%5F``)
-    in the root group ``%``, a name no mapped key can produce.
+    segment percent-encoded as a URL path segment (``%`` -> ``%25``; letters,
+    digits, space and ``-._~!$&'()*+,;=:@`` stay as they are). A key that
+    cannot map one to one (an empty, ``.``, ``..``, ``zarr.json`` or
+    ``__``-prefixed segment, or a key that is also another key's group, such
+    as ``a`` next to ``a/b``) is the array named by its whole percent-encoded
+    key (``/`` -> ``%2F``, ``.`` -> ``%2E``, ``_`` -> ``%5F``) in the root
+    group ``%``, a name no mapped key can produce.
     """
     if unmappable:
         return f"{UNMAPPED_GROUP}/" + quote(key, safe="").replace(".", "%2E").replace("_", "%5F")

@@ -23,6 +23,7 @@ KEYED = {
     "x/./y": np.arange(4, dtype=np.uint16),
     "__meta": np.arange(2, dtype=np.int32),
     "100% sure": np.arange(6, dtype=np.float32),
+    "edges/zarr.json": np.arange(2, dtype=np.uint8),
     "big": np.arange(3000, dtype=np.int64),
 }
 

@@ -38,11 +38,12 @@ def test_keyed_files_open_as_nested_groups(request, fixture, small_chunks):
 def test_key_rule_is_reversible_and_documented_cases():
     keys = list(KEYED)
     bad = unmappable_keys(keys)
-    assert bad == {"a", "x/./y", "__meta"}
+    assert bad == {"a", "x/./y", "__meta", "edges/zarr.json"}
     paths = {key: zarr_path_of_key(key, key in bad) for key in keys}
     assert paths["a"] == "%/a"
     assert paths["x/./y"] == "%/x%2F%2E%2Fy"
     assert paths["__meta"] == "%/%5F%5Fmeta"
+    assert paths["edges/zarr.json"] == "%/edges%2Fzarr%2Ejson"
     assert paths["100% sure"] == "100%25 sure"
     assert paths["nodes/time"] == "nodes/time"
     assert len(set(paths.values())) == len(keys)
