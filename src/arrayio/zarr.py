@@ -372,42 +372,103 @@ def _pycauset_tree(container: Any) -> VirtualGroup:
             block = np.conj(block)
         return block * scalar if scalar != 1 else block
 
-    if layout.zero_copy:
-        stored_row = (1 if layout.is_vector else layout.cols) * layout.dtype.itemsize
-        step = min(_rows_per_chunk(stored_row), max(layout.rows, 1))
-        transposed = layout.is_transposed and not layout.is_vector
-        # Stored rows run along the last axis of a transposed matrix and of a vector read as a (1, n) row.
-        axis = len(shape) - 1 if transposed or layout.is_vector else 0
-        chunks = tuple(step if index == axis else max(size, 1) for index, size in enumerate(shape))
-
-        def byte_range(coords: tuple[int, ...]) -> tuple[int, int]:
-            low = coords[axis] * step
-            high = min(low + step, layout.rows)
-            return container.payload_offset + low * stored_row, (high - low) * stored_row
-
-        def read(coords: tuple[int, ...]) -> np.ndarray:
-            offset, length = byte_range(coords)
-            block = np.frombuffer(source.view(offset, length, "matrix payload"), dtype=layout.dtype)
-            block = block.reshape(shape[:-1] + (-1,)) if layout.is_vector else block.reshape(-1, layout.cols)
-            return finish(block.T if transposed else block)
-
-        plain = not transposed and not conjugate and scalar == 1
-        array = VirtualArray(shape, dtype, chunks, read, names, attributes, byte_range=byte_range if plain else None,
-                             release=_releaser(source, byte_range))
-    else:
-        # Packed layouts (bits, triangles, diagonals) are unpacked once, as pycauset does, then cut in blocks.
+    if layout.matrix_type in ("SYMMETRIC", "ANTISYMMETRIC"):
+        # A row of these needs the column of every row above it: unpacked once, as pycauset does.
         row_bytes = (shape[1] if len(shape) > 1 else 1) * dtype.itemsize
         step = min(_rows_per_chunk(row_bytes), max(shape[0], 1))
         chunks = (step,) + tuple(max(size, 1) for size in shape[1:])
         values: list[np.ndarray] = []
 
-        def read(coords: tuple[int, ...]) -> np.ndarray:
+        def read_unpacked(coords: tuple[int, ...]) -> np.ndarray:
             if not values:
                 values.append(container.values())
             return values[0][coords[0] * step:(coords[0] + 1) * step]
 
-        array = VirtualArray(shape, dtype, chunks, read, names, attributes)
+        array = VirtualArray(shape, dtype, chunks, read_unpacked, names, attributes)
+        return VirtualGroup({"arrayio_format": "pycauset"}, {"matrix": array})
+
+    def payload(offset: int, length: int) -> np.ndarray:
+        return np.frombuffer(source.view(container.payload_offset + offset, length, "matrix payload"), np.uint8)
+
+    stored_row = (1 if layout.is_vector else layout.cols) * layout.dtype.itemsize  # unpacked bytes per stored row
+    step = min(_rows_per_chunk(stored_row), max(layout.rows, 1))
+    transposed = layout.is_transposed and not layout.is_vector
+    # Stored rows run along the last axis of a transposed matrix and of a vector read as a (1, n) row.
+    axis = len(shape) - 1 if transposed or layout.is_vector else 0
+    chunks = tuple(step if index == axis else max(size, 1) for index, size in enumerate(shape))
+
+    def stored_span(coords: tuple[int, ...]) -> tuple[int, int]:
+        low = coords[axis] * step
+        return low, min(low + step, layout.rows)
+
+    def byte_range(coords: tuple[int, ...]) -> tuple[int, int]:
+        low, high = stored_span(coords)
+        return container.payload_offset + low * stored_row, (high - low) * stored_row
+
+    def read(coords: tuple[int, ...]) -> np.ndarray:
+        low, high = stored_span(coords)
+        if layout.zero_copy:
+            block = payload(low * stored_row, (high - low) * stored_row).view(layout.dtype)
+        else:
+            block = _packed_rows(layout, payload, low, high)
+        block = block.reshape(shape[:-1] + (-1,)) if layout.is_vector else block.reshape(-1, layout.cols)
+        return finish(block.T if transposed else block)
+
+    plain = layout.zero_copy and not transposed and not conjugate and scalar == 1
+    array = VirtualArray(shape, dtype, chunks, read, names, attributes, byte_range=byte_range if plain else None,
+                         release=_releaser(source, byte_range) if layout.zero_copy else None)
     return VirtualGroup({"arrayio_format": "pycauset"}, {"matrix": array})
+
+
+def _packed_rows(layout: Any, payload: Callable[[int, int], np.ndarray], low: int, high: int) -> np.ndarray:
+    """Stored rows ``low..high`` of a packed pycauset payload, unpacked (elements for vectors).
+
+    Reads only those rows' bytes: bit rows of the dense stride, triangle rows from the
+    row offsets, diagonal values, planar half-precision complex halves.
+    """
+    from .pycauset._matrices import DENSE, DIAGONAL, _row_offsets, dense_bit_stride
+
+    rows, cols, count = layout.rows, layout.cols, high - low
+    if layout.matrix_type == "IDENTITY":
+        block = np.zeros((count, cols), dtype=layout.dtype)
+        diagonal = np.arange(low, min(high, cols))
+        block[diagonal - low, diagonal] = 1
+        return block
+    if layout.kind == DIAGONAL:
+        block = np.zeros((count, rows), dtype=layout.dtype)
+        block[np.arange(count), np.arange(low, high)] = payload(low * 8, count * 8).view("<f8")
+        return block
+    per_row = 1 if layout.is_vector else cols
+    if layout.data_type == "COMPLEX_FLOAT16":  # all real halves, then all imaginary halves
+        real = payload(low * per_row * 2, count * per_row * 2).view("<f2").astype(np.float32)
+        imaginary = payload((rows * per_row + low * per_row) * 2, count * per_row * 2).view("<f2")
+        return (real + 1j * imaginary.astype(np.float32)).astype(np.complex64)
+    if layout.kind == DENSE:  # bits
+        if layout.is_vector:
+            first = low // 8
+            bits = np.unpackbits(payload(first, -(-high // 8) - first), bitorder="little")
+            return bits[low - first * 8:high - first * 8].astype(bool)
+        stride = dense_bit_stride(cols)
+        packed = payload(low * stride, count * stride).reshape(count, stride)[:, :-(-cols // 8)]
+        return np.unpackbits(packed, axis=1, bitorder="little")[:, :cols].astype(bool)
+    lengths, starts = _row_offsets(rows, layout.data_type, layout.diagonal)
+    begin = int(starts[low])
+    end = int(starts[high]) if high < rows else layout.nbytes()
+    data = payload(begin, end - begin)
+    block = np.zeros((count, rows), dtype=layout.dtype)
+    first = 0 if layout.diagonal else 1
+    bit = layout.data_type == "BIT"
+    width = layout.dtype.itemsize
+    for row in range(low, high):
+        length, start = int(lengths[row]), int(starts[row]) - begin
+        if not length:
+            continue
+        if bit:
+            values = np.unpackbits(data[start:start + -(-length // 8)], bitorder="little")[:length]
+        else:
+            values = data[start:start + length * width].view(layout.dtype)
+        block[row - low, row + first:] = values
+    return block
 
 
 def _kdb_tree(kdb: Any) -> VirtualGroup:

@@ -53,6 +53,10 @@ def reference_objects(reference) -> dict:
             "triangular integer": fill(reference.TriangularIntegerMatrix(n),
                                        np.triu(rng.integers(-9, 9, (n, n)), 1).astype(np.int32)),
             "causal": reference.causal_matrix(np.triu(rng.random((n, n)) < 0.3, 1)),
+            "transposed triangular": fill(reference.TriangularFloatMatrix(n),
+                                          np.triu(rng.standard_normal((n, n)), 1)).T,
+            "triangular with diagonal": fill(reference.TriangularFloatMatrix(5, has_diagonal=True),
+                                             np.triu(np.arange(1.0, 26.0).reshape(5, 5))),
             "symmetric": reference.symmetric(symmetric + symmetric.T),
             "antisymmetric": reference.antisymmetric(antisymmetric - antisymmetric.T),
             "diagonal": reference.diagonal(np.arange(1.0, 6.0)),
@@ -69,7 +73,7 @@ def test_every_pycauset_matrix_type_written_by_pycauset(reference_pycauset, tmp_
     import arrayio.zarr
 
     monkeypatch.setattr(arrayio.zarr, "MAX_CHUNK_BYTES", 256)  # several row blocks even for small matrices
-    seen_types = set()
+    seen_types, seen_views = set(), set()
     for name, obj in reference_objects(reference_pycauset).items():
         path = tmp_path / f"{name.replace(' ', '_')}.pycauset"
         with warnings.catch_warnings():
@@ -77,6 +81,8 @@ def test_every_pycauset_matrix_type_written_by_pycauset(reference_pycauset, tmp_
             reference_pycauset.save(obj, str(path))
         container = ours.load(path)
         seen_types.add(container.matrix_type)
+        seen_views.add((container.is_transposed, container.is_conjugated, container.scalar != 1,
+                        container.layout.zero_copy))
         expected = reference_values(reference_pycauset, obj)
         node = zarr.open_group(store=open_store(path), mode="r")["matrix"]
         values = node[...]
@@ -87,6 +93,9 @@ def test_every_pycauset_matrix_type_written_by_pycauset(reference_pycauset, tmp_
         assert node.attrs["metadata"]["matrix_type"] == container.matrix_type
         if values.ndim == 2 and values.shape[0] > 1:
             assert np.array_equal(node[1:3, :2], container.values()[1:3, :2]), name
+    # dense and packed transposed, conjugated, conjugate-transposed and scaled views were all among them
+    assert seen_views >= {(True, False, False, True), (True, False, False, False), (False, True, False, True),
+                          (True, True, False, True), (False, False, True, True)}
     assert seen_types >= {"DENSE_FLOAT", "INTEGER", "VECTOR", "IDENTITY", "CAUSAL", "TRIANGULAR_FLOAT",
                           "TRIANGULAR_INTEGER", "SYMMETRIC", "ANTISYMMETRIC", "DIAGONAL"}
 

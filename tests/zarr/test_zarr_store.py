@@ -11,6 +11,7 @@ from conftest import KEYED
 
 import arrayio
 import arrayio.kastore as kastore
+from arrayio import pycauset
 from arrayio.bloscpack import BloscpackFile
 from arrayio.zarr import ReadOnlyError, key_of_zarr_path, open_store, unmappable_keys, zarr_path_of_key
 
@@ -230,3 +231,23 @@ def test_store_pickles_by_reopening_its_path(kas_file):
     assert np.array_equal(zarr.open_group(store=store, mode="r")["big"][:], KEYED["big"])
     with pytest.raises(TypeError, match="cannot be pickled"):
         pickle.dumps(open_store(kas_file.read_bytes()))
+
+
+def test_packed_pycauset_layouts_are_read_in_row_blocks(tmp_path, small_chunks, monkeypatch):
+    from arrayio.pycauset._matrices import Layout
+
+    rng = np.random.default_rng(9)
+    relation = np.triu(rng.random((300, 300)) < 0.2, 1)
+    upper = np.triu(rng.standard_normal((40, 40)))
+    matrices = {"causal": (pycauset.causal(relation), relation),
+                "triangular": (pycauset.triangular(upper, diagonal=True), upper),
+                "diagonal": (pycauset.diagonal(np.arange(1.0, 60.0)), np.diag(np.arange(1.0, 60.0))),
+                "bits": (rng.random((70, 130)) < 0.5,) * 2}
+    monkeypatch.setattr(Layout, "unpack", lambda *args, **kwargs: pytest.fail("the whole matrix was unpacked"))
+    for name, (matrix, expected) in matrices.items():
+        path = tmp_path / f"{name}.pycauset"
+        pycauset.save(matrix, path)
+        node = zarr.open_group(store=open_store(path), mode="r")["matrix"]
+        assert node.nchunks > 1, name
+        assert np.array_equal(node[...], expected), name
+        assert np.array_equal(node[17:23, 5:], expected[17:23, 5:]), name
