@@ -29,12 +29,17 @@ def _entry_point() -> list[str]:
     return [found] if found else [sys.executable, "-m", "arrayio"]
 
 
-def run_cli(*args: str, cwd: str | os.PathLike | None = None, input: bytes | None = None) -> subprocess.CompletedProcess:
-    """Run the real ``arrayio`` console script with this checkout's sources first on the path."""
+def cli_command(*args: str | os.PathLike) -> tuple[list[str], dict[str, str]]:
+    """The argv and environment that run the real ``arrayio`` console script on this checkout's sources."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    return subprocess.run([*_entry_point(), *map(str, args)], capture_output=True, cwd=cwd, env=env,
-                          input=input, timeout=300)
+    return [*_entry_point(), *map(str, args)], env
+
+
+def run_cli(*args: str, cwd: str | os.PathLike | None = None, input: bytes | None = None) -> subprocess.CompletedProcess:
+    """Run the real ``arrayio`` console script with this checkout's sources first on the path."""
+    argv, env = cli_command(*args)
+    return subprocess.run(argv, capture_output=True, cwd=cwd, env=env, input=input, timeout=300)
 
 
 @pytest.fixture
@@ -49,3 +54,9 @@ def testdata() -> Path:
     if not TESTDATA.is_dir():
         pytest.skip("../shared/testdata is not next to this checkout")
     return TESTDATA
+
+
+@pytest.fixture
+def cli_argv():
+    """The ``cli_command`` helper as a fixture: argv and environment, for pipelines and resource checks."""
+    return cli_command

@@ -22,6 +22,7 @@ from .errors import (
     VersionError,
     VersionTooNewError,
     VersionTooOldError,
+    WriteError,
 )
 
 __version__ = "0.1.0"
@@ -43,6 +44,7 @@ __all__ = [
     "VersionTooNewError",
     "UnsupportedError",
     "ClosedError",
+    "WriteError",
     "Problem",
     "Reader",
 ]

@@ -8,6 +8,7 @@ Every format module builds on these four pieces instead of hand-writing
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import mmap
 import os
@@ -16,11 +17,11 @@ import struct
 import tempfile
 from collections import namedtuple
 from pathlib import Path
-from typing import IO, Any, BinaryIO, Iterable, Iterator, Sequence, Union
+from typing import IO, Any, BinaryIO, Callable, Iterable, Iterator, Sequence, Union
 
 import numpy as np
 
-from .errors import ErrorKinds
+from .errors import ErrorKinds, WriteError
 
 __all__ = [
     "Record",
@@ -31,6 +32,10 @@ __all__ = [
     "is_path",
     "fsync_dir",
     "write_at",
+    "truncate_at",
+    "fsync_file",
+    "locked",
+    "copy_range",
     "round_up",
     "read_exactly",
     "U64_MAX",
@@ -272,6 +277,70 @@ class Source:
         return np.frombuffer(self._buffer, dtype=dtype, count=count, offset=offset)
 
 
+# -- the I/O seam ------------------------------------------------------------------------------
+#
+# Every write, fsync, truncate and rename a writer makes passes through ``_os_call``: the one place
+# where an OS error becomes a WriteError naming the operation and the path, and the one place a
+# test can make the N-th such call fail (``fault_hook``; tests/reliability/reliability_faults.py sets it).
+
+fault_hook: Callable[[str, str], None] | None = None
+
+
+def _os_call(operation: str, path: str, call: Callable[..., Any], *args: Any) -> Any:
+    try:
+        if fault_hook is not None:
+            fault_hook(operation, path)
+        return call(*args)
+    except WriteError:
+        raise
+    except OSError as error:
+        raise _write_error_class(type(error))(operation, path, error) from error
+
+
+_WRITE_ERROR_CLASSES: dict[type, type[WriteError]] = {}
+
+
+def _write_error_class(kind: type) -> type[WriteError]:
+    """WriteError, also of the OS error's own class (FileNotFoundError, IsADirectoryError ...)
+    so that callers catching those still do."""
+    if kind is OSError or issubclass(kind, WriteError):
+        return WriteError
+    if kind not in _WRITE_ERROR_CLASSES:
+        _WRITE_ERROR_CLASSES[kind] = type(f"WriteError{kind.__name__}", (WriteError, kind),
+                                          {"__module__": WriteError.__module__})
+    return _WRITE_ERROR_CLASSES[kind]
+
+
+def _describe_fd(fd: int) -> str:
+    return f"<file descriptor {fd}>"
+
+
+class GuardedFile(io.FileIO):
+    """An unbuffered file whose writes and truncates go through the I/O seam, its errors naming ``path``."""
+
+    def __init__(self, fd: int, path: str, closefd: bool = True) -> None:
+        super().__init__(fd, "wb", closefd=closefd)
+        self.target = path
+
+    def write(self, data: Any) -> int:  # type: ignore[override]
+        """Write through the seam; an OS error becomes a WriteError naming the path."""
+        return _os_call("write", self.target, io.FileIO.write, self, data)
+
+    def truncate(self, size: int | None = None) -> int:
+        """Truncate through the seam."""
+        return _os_call("truncate", self.target, io.FileIO.truncate, self, size)
+
+
+def fsync_file(fd: int, path: str | None = None) -> None:
+    """fsync ``fd``; a failure raises WriteError("fsync", path)."""
+    _os_call("fsync", path or _describe_fd(fd), os.fsync, fd)
+
+
+def truncate_at(fd: int, length: int, path: str | None = None) -> None:
+    """Cut (or extend) the file behind ``fd`` to ``length`` bytes; a failure names the path."""
+    _os_call("truncate", path or _describe_fd(fd), os.ftruncate, fd, length)
+
+
 def _contiguous_bytes(array: np.ndarray) -> memoryview:
     return memoryview(np.ascontiguousarray(array)).cast("B")
 
@@ -386,26 +455,110 @@ class Writer:
         self.stream.seek(self._origin + self.position)
 
 
-def write_at(fd: int, offset: int, data: Any, sync: bool = True) -> None:
+def write_at(fd: int, offset: int, data: Any, sync: bool = True, path: str | None = None) -> None:
     """Write all of ``data`` at ``offset`` of the file behind ``fd`` (pwrite: the fd's position
-    stays), then fsync unless ``sync`` is false. The step of an in-place crash-safe update."""
+    stays), then fsync unless ``sync`` is false. The step of an in-place crash-safe update;
+    a failure raises WriteError naming ``path``."""
+    name = path or _describe_fd(fd)
     view = memoryview(data).cast("B")
     while view:
-        written = os.pwrite(fd, view, offset)
+        written = _os_call("write", name, os.pwrite, fd, view, offset)
         view = view[written:]
         offset += written
     if sync:
-        os.fsync(fd)
+        fsync_file(fd, name)
+
+
+def copy_range(source_fd: int, stream: BinaryIO, offset: int, length: int, path: str) -> None:
+    """Copy ``length`` bytes at ``offset`` of ``source_fd`` to the same offset of ``stream`` in the
+    kernel (copy_file_range: a reflink where the file system shares blocks), leaving ``stream``
+    positioned after them. Falls back to read/write where the kernel cannot copy."""
+    stream.flush()
+    out_fd = stream.fileno()
+    position = offset
+    end = offset + length
+    kernel_copy = getattr(os, "copy_file_range", None)  # Linux only
+    while position < end:
+        copied = 0
+        if kernel_copy is not None:
+            try:
+                copied = _os_call("write", path, kernel_copy, source_fd, out_fd, end - position, position, position)
+            except WriteError as error:
+                if error.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+                    raise
+                kernel_copy = None
+        if not copied:
+            stream.seek(position)
+            data = os.pread(source_fd, min(end - position, 1 << 24), position)
+            if not data:
+                raise WriteError("copy", path, OSError(errno.EIO, f"the file ended at byte {position}"))
+            stream.write(data)
+            stream.flush()
+            copied = len(data)
+        position += copied
+    stream.seek(end)
+
+
+# fsync of a directory is refused by some file systems; that is "unsupported", not a failure.
+_DIRECTORY_FSYNC_UNSUPPORTED = {errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EBADF, errno.EACCES}
 
 
 def fsync_dir(folder: PathLike) -> None:
-    """fsync a directory so a rename inside it is durable (no-op where unsupported)."""
-    with contextlib.suppress(OSError):
+    """fsync a directory so a rename inside it is durable.
+
+    Skipped where the folder cannot be opened or the file system does not
+    support it; a real failure (EIO, ENOSPC, ...) raises WriteError: the
+    rename before it happened, but is not known to be durable.
+    """
+    name = os.fsdecode(folder)
+    try:
         fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        _os_call("directory fsync", name, os.fsync, fd)
+    except WriteError as error:
+        if error.errno not in _DIRECTORY_FSYNC_UNSUPPORTED:
+            raise
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def locked(path: PathLike) -> Iterator[int]:
+    """Hold an exclusive advisory lock (flock) on the file at ``path``; yields its fd (read-write).
+
+    A second updater waits until the first has finished. When the file was
+    replaced by a rename while we waited, the lock is taken again on the file
+    now at ``path``, so every updater works on the current file. Read the file
+    through another descriptor (``Source.open(path)``): a memory map dups the
+    descriptor it maps, and a map kept alive (by an exception's traceback)
+    would hold the lock past this block.
+    """
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: updaters are not serialised there
+        fcntl = None  # type: ignore[assignment]
+
+    name = os.fsdecode(path)
+    while True:
+        fd = os.open(name, os.O_RDWR)
+        if fcntl is None:
+            break
         try:
-            os.fsync(fd)
-        finally:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            current = os.stat(name)
+            held = os.fstat(fd)
+        except BaseException:
             os.close(fd)
+            raise
+        if (current.st_dev, current.st_ino) == (held.st_dev, held.st_ino):
+            break
+        os.close(fd)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
 
 
 def _creation_mode() -> int:
@@ -424,24 +577,36 @@ def atomic_write(path: PathLike, buffering: int = -1) -> Iterator[BinaryIO]:
     stays), and a replaced file keeps its permission bits.
     """
     target = Path(os.path.realpath(os.fsdecode(path)))
+    name = os.fsdecode(path)
     folder = target.parent
     try:
         mode = stat.S_IMODE(os.stat(target).st_mode)
     except FileNotFoundError:
         mode = _creation_mode()
-    fd, temp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+    fd, temp_name = _os_call("create", name, lambda: tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp",
+                                                                      dir=target.parent))
     try:
         os.fchmod(fd, mode)
-        with os.fdopen(fd, "wb", buffering=buffering) as stream:
+        with _guarded_stream(fd, name, buffering) as stream:
             yield stream
             stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temp_name, target)
+            fsync_file(stream.fileno(), name)
+        _os_call("rename", name, os.replace, temp_name, target)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temp_name)
         raise
+    # Committed: the target is the new file. A failure from here on says the rename may not be durable.
     fsync_dir(folder)
+
+
+def _guarded_stream(fd: int, path: str, buffering: int = -1, closefd: bool = True) -> BinaryIO:
+    """A binary write stream over ``fd`` whose OS calls pass the I/O seam (buffered unless 0)."""
+    raw = GuardedFile(fd, path, closefd=closefd)
+    if buffering == 0:
+        return raw  # type: ignore[return-value]
+    size = buffering if buffering > 1 else io.DEFAULT_BUFFER_SIZE
+    return io.BufferedWriter(raw, size)  # type: ignore[return-value]
 
 
 @contextlib.contextmanager
@@ -458,7 +623,8 @@ def output_stream(target: Any) -> Iterator[BinaryIO]:
         except FileNotFoundError:
             special = False
         if special:
-            with open(path, "wb") as stream:
+            fd = _os_call("create", path, os.open, path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+            with _guarded_stream(fd, path) as stream:
                 yield stream
         else:
             with atomic_write(path) as stream:
@@ -466,7 +632,7 @@ def output_stream(target: Any) -> Iterator[BinaryIO]:
     elif isinstance(target, int) and not isinstance(target, bool):
         if target < 0:
             raise ValueError(f"invalid file descriptor {target}")
-        with os.fdopen(target, "wb", closefd=False, buffering=0) as stream:
+        with _guarded_stream(target, _describe_fd(target), buffering=0, closefd=False) as stream:
             yield stream
     elif hasattr(target, "write"):
         yield target

@@ -23,13 +23,14 @@ import numpy as np
 
 from ._binary import Source, is_path
 from ._readers import ReaderBase
+from ._text import value_lines
 from .errors import ClosedError, ErrorKinds, FormatError, Problem, UnsupportedError, current_origin, offsets_from
 
 __all__ = [
     "DTYPES", "ITEMSIZES", "ValueInfo", "UnsupportedDtypeError", "KeyDecodeError",
     "PY_ENGINE", "C_ENGINE", "ENGINES", "check_engine", "KeyedIndex", "KeyedFormat", "Prepared", "Store",
     "dtype_code", "prepare", "decode_keys", "running_starts", "first_failure", "aligned",
-    "read_fixed", "load_store", "load_buffer", "entry_rows", "value_lines", "lines_of", "write_sample",
+    "read_fixed", "load_store", "load_buffer", "entry_rows", "lines_of", "write_sample",
     "padding_problems", "sample_data",
 ]
 
@@ -500,10 +501,6 @@ def entry_rows(store: Store) -> list[dict]:
     return rows
 
 
-def value_lines(store: Store, key: str) -> Iterator[str]:
-    """The values of one key, one per line."""
-    for value in store[key].tolist():
-        yield str(value)
 
 
 def padding_problems(store: Store, keys_end: int) -> list[Problem]:
@@ -521,10 +518,9 @@ def padding_problems(store: Store, keys_end: int) -> list[Problem]:
 
 
 def lines_of(load: Callable[[Any], Store], path: Any, key: str) -> Iterator[str]:
-    """The values of ``key`` in the store at ``path``, one per line (read before the store closes)."""
+    """The values of ``key`` in the store at ``path``, one per line, streamed while the store is open."""
     with load(path) as store:
-        lines = list(value_lines(store, key))
-    return iter(lines)
+        yield from value_lines(store[key])
 
 
 def write_sample(dump: Callable[[Any, Any], None], load: Callable[[Any], Store], path: Any) -> Any:

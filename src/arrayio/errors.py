@@ -9,6 +9,8 @@
           VersionTooNewError
       UnsupportedError            valid request we cannot honour (dtype, codec, ...)
       ClosedError                 the reader was closed (also a ValueError)
+      WriteError                  a write, fsync, rename or truncate failed (also an OSError,
+                                  with the errno); the message names the operation and the path
 
 ``Problem`` is what ``validate()`` returns: one finding, with the same parts a
 ``FormatError`` carries.
@@ -37,6 +39,7 @@ __all__ = [
     "VersionTooNewError",
     "UnsupportedError",
     "ClosedError",
+    "WriteError",
     "Problem",
     "ErrorKinds",
     "describe",
@@ -150,6 +153,31 @@ class UnsupportedError(ArrayIOError, ValueError):
 
 class ClosedError(ArrayIOError, ValueError):
     """The reader was closed; nothing can be read through it any more."""
+
+
+class WriteError(ArrayIOError, OSError):
+    """An operation of a writer failed; ``errno``, ``strerror`` and ``filename`` are the OS error's.
+
+    ``operation`` is one of "create", "write", "fsync", "truncate", "rename",
+    "directory fsync"; ``path`` is the file the user named (for a rename, the
+    target), so the message reads "write of /x/y.kas failed: [Errno 28] No
+    space left on device".
+    """
+
+    def __init__(self, operation: str, path: str, cause: OSError) -> None:
+        super().__init__(cause.errno, cause.strerror or str(cause), path)
+        self.operation = operation
+        self.path = path
+
+    def __str__(self) -> str:
+        return f"{self.operation} of {self.path} failed: [Errno {self.errno}] {self.strerror}"
+
+    def __reduce__(self) -> Any:
+        return (_rebuild_write_error, (self.operation, self.path, self.errno, self.strerror))
+
+
+def _rebuild_write_error(operation: str, path: str, errno: int, strerror: str) -> WriteError:
+    return WriteError(operation, path, OSError(errno, strerror))
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 import arrayio.bloscpack as bp
-from arrayio.bloscpack import _writer as writer_module
 from arrayio.bloscpack._records import HEADER
 
 SIXTEEN_MB = np.linspace(0, 1, 2_000_000).tobytes()
@@ -106,21 +105,17 @@ def test_append_with_other_blosc_args(tmp_path):
     assert bp.unpack_bytes_from_file(packed)[0] == data * 2
 
 
-def test_append_writes_chunks_then_offsets_then_header(sixteen, monkeypatch):
+def test_append_builds_the_new_file_beside_the_old_one(sixteen):
+    # crash order (docs/formats/bloscpack.md): the old file is never written; the new one replaces it by rename
     source, packed = sixteen
-    steps = []
-    durable = writer_module.write_at
-
-    def record(fd, position, data, sync=True):
-        steps.append(position)
-        durable(fd, position, data, sync)
-
-    monkeypatch.setattr(writer_module, "write_at", record)
-    bp.append(packed, source)
-    with bp.open(str(packed)) as reader:
-        last_before = int(reader.positions[15])
-        table = reader.offsets_offset
-    assert steps == [last_before, table + 16 * 8, 0]
+    before = packed.read_bytes()
+    with open(packed, "rb") as old:
+        bp.append(packed, source)
+        old.seek(0)
+        assert old.read() == before
+        assert os.fstat(old.fileno()).st_ino != os.stat(packed).st_ino
+    assert bp.unpack_bytes_from_file(packed)[0] == bp.unpack_bytes_from_file(before)[0] + source.read_bytes()
+    assert [name for name in os.listdir(packed.parent) if name.endswith(".tmp")] == []
 
 
 def test_append_interop_both_ways(tmp_path, reference, reference_append):

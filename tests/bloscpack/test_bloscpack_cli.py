@@ -38,7 +38,7 @@ def test_compress_decompress_naming_and_force(cli, data_file, tmp_path):
     assert packed.exists()
     result = cli("blpk", "c", data_file)
     assert result.returncode == 1
-    assert result.stderr.decode().strip() == f"blpk: error: output file '{packed}' exists!"
+    assert result.stderr.decode().strip() == f"arrayio: output file '{packed}' exists!"
     _ok(cli("blpk", "--force", "c", data_file))
     result = cli("blpk", "d", packed)
     assert result.returncode == 1 and b"exists!" in result.stderr
@@ -83,7 +83,7 @@ def test_chunk_size_max_and_no_offsets(cli, data_file, tmp_path):
 def test_threads_option(cli, data_file, tmp_path):
     _ok(cli("blpk", "-n", "1", "c", data_file, tmp_path / "t.blp"))
     result = cli("blpk", "-n", "0", "c", data_file, tmp_path / "u.blp")
-    assert result.returncode == 1 and result.stderr.decode().strip() == "blpk: error: -n must be 1 <= n <= 256"
+    assert result.returncode == 1 and result.stderr.decode().strip() == "arrayio: -n must be 1 <= n <= 256"
 
 
 def test_verbose_and_debug(cli, data_file, tmp_path):
@@ -144,7 +144,7 @@ def test_corrupt_file_errors_cleanly(cli, data_file, tmp_path):
     packed.write_bytes(bytes(raw))
     result = cli("blpk", "d", packed, tmp_path / "out")
     assert result.returncode == 1
-    assert result.stderr.decode().startswith("blpk: error: bloscpack: chunk 0 adler32 digest at byte")
+    assert result.stderr.decode().startswith("arrayio: bloscpack: chunk 0 adler32 digest at byte")
     assert not (tmp_path / "out").exists()
     result = cli("validate", packed)
     assert result.returncode == 1 and b"chunk 0 adler32 digest" in result.stdout

@@ -56,6 +56,7 @@ def test_validate_unknown_format(tmp_path):
     problems = arrayio.validate(path)
     assert len(problems) == 1 and "not a file of any known format" in str(problems[0])
     assert problems[0].field == "magic" and problems[0].offset == 0
+    assert isinstance(problems[0], arrayio.Problem)
     with pytest.raises(arrayio.FormatError):
         arrayio.open(path)
 
@@ -98,7 +99,8 @@ def test_cli_validate_json(cli, kas_file):
     result = cli("validate", "--json", kas_file)
     assert result.returncode == 0
     report = json.loads(result.stdout)
-    assert report == {"file": str(kas_file), "format": "kastore", "valid": True, "problems": []}
+    assert report == {"valid": True, "files": [{"file": str(kas_file), "format": "kastore", "valid": True,
+                                                "problems": []}]}
 
 
 def test_cli_convert_refuses_lossy_pairs(cli, kas_file, tmp_path):

@@ -27,4 +27,4 @@ def test_json_outputs_parse(format_name, demo, tmp_path, cli):
     report = run_cli("validate", "--json", bad)
     assert report.returncode == 1
     parsed = json.loads(report.stdout)
-    assert parsed["valid"] is False and parsed["problems"]
+    assert parsed["valid"] is False and parsed["files"][0]["problems"]

@@ -72,7 +72,9 @@ def test_cli_generic_verbs(cli, sample, tmp_path):
     assert result.returncode == 0 and b"format: kdb" in result.stdout and b"3 episodes, 21 frames" in result.stdout
     assert cli("validate", sample).returncode == 0
     listing = cli("ls", "-l", sample)
-    assert listing.returncode == 0 and listing.stdout.decode().splitlines()[1].endswith("\t1")
+    header, *rows = listing.stdout.decode().splitlines()
+    assert listing.returncode == 0 and header.split()[0] == "NUM_FRAMES" and header.endswith("NAME")
+    assert [row.split()[-1] for row in rows] == ["0", "1", "2"]
     lines = cli("cat", sample, "2").stdout.decode().splitlines()
     assert lines[0].startswith("# episode 2") and len(lines) == 10
     bad = tmp_path / "bad.kdb"

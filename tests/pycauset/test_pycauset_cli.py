@@ -39,7 +39,7 @@ def test_validate_good_and_bad(cli, tmp_path):
     path.write_bytes(bytes(data))
     result = cli("validate", "--json", path)
     assert result.returncode == 1
-    problems = json.loads(result.stdout)["problems"]
+    problems = [problem["message"] for problem in json.loads(result.stdout)["files"][0]["problems"]]
     assert any("slot A slot_crc32 at byte 72" in problem for problem in problems)
     assert any("no valid header slot" in problem for problem in problems)
     result = cli("info", path)

@@ -10,6 +10,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from .._readers import entries_of, info_of, problems_of
+from .._text import value_lines
 from ..errors import ArrayIOError, Problem
 from ._errors import ERRORS
 from ._reader import BloscpackFile, open_file
@@ -36,11 +37,6 @@ def entries(path: Any) -> list[dict]:
     return entries_of(open, path)
 
 
-def _lines(values: np.ndarray) -> Iterator[str]:
-    for value in values.tolist():
-        yield value if isinstance(value, str) else str(value)
-
-
 def cat(path: Any, name: str) -> Iterator[str]:
     """Lines for ``arrayio cat``: ``data`` prints every value (storage order), ``chunkN`` one chunk's
     values, ``metadata`` the JSON metadata."""
@@ -56,17 +52,17 @@ def cat(path: Any, name: str) -> Iterator[str]:
             if len(chunk) % reader.dtype.itemsize:
                 raise ERRORS.invalid(f"chunk {index}", reader.chunk_location(index)[0],
                                      f"a whole number of {reader.dtype.itemsize}-byte items", f"{len(chunk)} bytes")
-            yield from _lines(chunk.view(reader.dtype))
+            yield from value_lines(chunk.view(reader.dtype))
             return
         if name != "data":
             raise KeyError(name)
         if reader.order != "C" or not reader.shape:
-            yield from _lines(reader.read().reshape(-1, order="K"))
+            yield from value_lines(reader.read())
             return
         per_row = max(1, math.prod(reader.shape[1:]))
         step = max(1, (1 << 20) // per_row)
         for low in range(0, reader.shape[0], step):
-            yield from _lines(reader[low:low + step].reshape(-1))
+            yield from value_lines(reader[low:low + step])
 
 
 def demo(folder: Path) -> Path:

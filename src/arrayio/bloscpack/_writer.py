@@ -3,8 +3,8 @@
 Chunks are Blosc1 buffers from python-blosc, compressed one chunk per worker thread straight
 from the caller's memory; each is followed by its digest. The offsets table is written as -1
 placeholders and patched once the chunk positions are known. New files go through
-``atomic_write``; ``append`` and ``rewrite_metadata`` change a file in place in the order given
-in docs/formats/bloscpack.md.
+``atomic_write``; so do ``append`` and ``rewrite_metadata``, which build the changed file beside
+the old one under a flock (docs/formats/bloscpack.md says why not in place).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any, BinaryIO, Callable
 import blosc
 import numpy as np
 
-from .._binary import Source, Writer, atomic_write, write_at
+from .._binary import Source, Writer, atomic_write, copy_range, locked
 from ..errors import UnsupportedError
 from ._args import (
     DEFAULT_CHUNK_SIZE,
@@ -240,91 +240,96 @@ def to_path(path: Any, write: Callable[[BinaryIO], None]) -> None:
 
 def append_file(orig_file: Any, new_data: np.ndarray, blosc_args: Any = None,
                 progress: Progress | None = None) -> int:
-    """Append the bytes of ``new_data`` to the bloscpack file ``orig_file`` in place; returns new chunk count.
+    """Append the bytes of ``new_data`` to the bloscpack file ``orig_file``; returns the new chunk count.
 
     The last chunk is topped up to chunk_size, the rest goes into new chunks that must fit the
-    spare offset slots. Order: new chunks, the rewritten last chunk, offsets, header, then the
-    file is cut after the last chunk, with an fsync after each step.
+    spare offset slots. The contiguous layout makes the old last chunk's bytes part of both the
+    old and the new file, so no in-place order survives a crash: the new file is built beside
+    the old one (the unchanged prefix copied in the kernel, a reflink where the file system
+    shares blocks), fsynced and renamed over it, under an exclusive flock (docs/formats/bloscpack.md).
     """
-    with Source.open(orig_file, ERRORS) as source:
-        reader = BloscpackFile(source)
-        header = reader.header
-        if reader.offsets is None:
-            raise OffsetsRequired("bloscpack: appending needs an offsets table; this file has none "
-                                  "(it was written with offsets disabled)")
-        if header.chunk_size == UNKNOWN or header.last_chunk == UNKNOWN or header.nchunks == UNKNOWN:
-            raise UnsupportedError("bloscpack: appending needs a file with known chunk_size, last_chunk and nchunks")
-        if header.chunk_size == 0 and len(new_data):
-            raise UnsupportedError("bloscpack: cannot append to a file written from empty input "
-                                   "(its chunk_size is 0); pack the data anew")
-        args = {"typesize": None, "clevel": None, "shuffle": None, "cname": None}
-        args.update(dict(blosc_args or {}))
-        if args["typesize"] is None:
-            if header.typesize == 0:
-                raise NonUniformTypesize("bloscpack: the file records no typesize; pass blosc_args typesize")
-            args["typesize"] = header.typesize
-        blosc_args = BloscArgs.coerce({key: value for key, value in args.items() if value is not None}).checked()
-        last = reader.nchunks - 1
-        last_position = int(reader.positions[last])
-        tail = reader.read_chunk(last)
-        checksum = reader.checksum
-        table = reader.offsets_offset
-        reader.close()
-    room = header.chunk_size - len(tail)
-    top_up = new_data[:room]
-    rest = new_data[len(top_up):]
-    count, _, last_chunk = calculate_nchunks(len(rest), header.chunk_size) if len(rest) else (0, 0, 0)
-    if count > header.max_app_chunks:
-        raise NotEnoughSpace(f"bloscpack: appending needs {count} new chunks, the offsets table has room for "
-                             f"{header.max_app_chunks} (max_app_chunks)")
-    merged = np.concatenate([tail, top_up])
-    compressed, digest = _compressor(merged, len(merged) or 1, blosc_args, checksum)(0)
-    rewritten = compressed + digest
-    with open(orig_file, "r+b") as handle:
-        start = last_position + len(rewritten)
-        writer = Writer(handle, position=start)
-        handle.seek(start)
-        positions = _write_chunks(writer, rest, 0, count, header.chunk_size, blosc_args, checksum,
-                                  progress=progress)
-        end = writer.position
-        handle.flush()
-        os.fsync(handle.fileno())
-        write_at(handle.fileno(), last_position, rewritten)
-        if count:
-            write_at(handle.fileno(), table + (last + 1) * OFFSET_SIZE, np.asarray(positions, "<i8"))
+    name = os.fsdecode(orig_file)
+    with locked(orig_file) as fd:
+        with Source.open(name, ERRORS) as source:  # its own descriptor: a map dups it, which would hold the lock
+            reader = BloscpackFile(source)
+            header = reader.header
+            if reader.offsets is None:
+                raise OffsetsRequired("bloscpack: appending needs an offsets table; this file has none "
+                                      "(it was written with offsets disabled)")
+            if header.chunk_size == UNKNOWN or header.last_chunk == UNKNOWN or header.nchunks == UNKNOWN:
+                raise UnsupportedError("bloscpack: appending needs a file with known chunk_size, last_chunk "
+                                       "and nchunks")
+            if header.chunk_size == 0 and len(new_data):
+                raise UnsupportedError("bloscpack: cannot append to a file written from empty input "
+                                       "(its chunk_size is 0); pack the data anew")
+            args = {"typesize": None, "clevel": None, "shuffle": None, "cname": None}
+            args.update(dict(blosc_args or {}))
+            if args["typesize"] is None:
+                if header.typesize == 0:
+                    raise NonUniformTypesize("bloscpack: the file records no typesize; pass blosc_args typesize")
+                args["typesize"] = header.typesize
+            blosc_args = BloscArgs.coerce({key: value for key, value in args.items() if value is not None}).checked()
+            last = reader.nchunks - 1
+            last_position = int(reader.positions[last])
+            tail = reader.read_chunk(last)
+            checksum = reader.checksum
+            table = reader.offsets_offset
+            reader.close()
+        room = header.chunk_size - len(tail)
+        top_up = new_data[:room]
+        rest = new_data[len(top_up):]
+        count, _, last_chunk = calculate_nchunks(len(rest), header.chunk_size) if len(rest) else (0, 0, 0)
+        if count > header.max_app_chunks:
+            raise NotEnoughSpace(f"bloscpack: appending needs {count} new chunks, the offsets table has room "
+                                 f"for {header.max_app_chunks} (max_app_chunks)")
+        merged = np.concatenate([tail, top_up])
+        compressed, digest = _compressor(merged, len(merged) or 1, blosc_args, checksum)(0)
         new_header = HEADER.pack(**{**header._asdict(), "nchunks": header.nchunks + count,
                                     "last_chunk": last_chunk if count else len(merged),
                                     "max_app_chunks": header.max_app_chunks - count})
-        write_at(handle.fileno(), 0, new_header)
-        handle.truncate(end)
-        handle.flush()
-        os.fsync(handle.fileno())
+        with atomic_write(orig_file) as stream:
+            copy_range(fd, stream, 0, last_position, name)
+            writer = Writer(stream, position=last_position)
+            writer.write(compressed)
+            writer.write(digest)
+            positions = _write_chunks(writer, rest, 0, count, header.chunk_size, blosc_args, checksum,
+                                      progress=progress)
+            if count:
+                writer.patch(table + (last + 1) * OFFSET_SIZE, np.asarray(positions, "<i8").tobytes())
+            writer.patch(0, new_header)
     return count
 
 
 def rewrite_metadata(path: Any, metadata: Any, checksum: str | None = None, codec: str = "zlib",
                      level: int = 6) -> None:
-    """Replace the JSON metadata of ``path`` in place, inside the room its section already has."""
-    with Source.open(path, ERRORS) as source:
-        reader = BloscpackFile(source)
-        section = reader.metadata_section
-        if section is None:
-            raise NoMetadataFound(f"bloscpack: {reader.name} has no metadata section to rewrite")
-        old = section.header
-        if section.value == metadata:
-            raise NoChangeInMetadata("bloscpack: the new metadata equals the stored metadata")
-        new_checksum = checksum_named(checksum) if checksum is not None else section.checksum
-        if new_checksum.size != section.checksum.size:
-            raise ChecksumLengthMismatch(f"bloscpack: the metadata checksum {new_checksum.name} has "
-                                         f"{new_checksum.size}-byte digests, the section holds "
-                                         f"{section.checksum.size}")
-        offset = section.offset
-        reader.close()
-    args = MetadataArgs(meta_checksum=new_checksum.name, meta_codec=codec, meta_level=level)
-    meta_header, stored, padding, digest = metadata_section(metadata, args, max_meta_size=old.max_meta_size)
-    with open(path, "r+b") as handle:
-        write_at(handle.fileno(), offset + METADATA_HEADER.size, stored + bytes(padding) + digest)
-        write_at(handle.fileno(), offset, meta_header)
+    """Replace the JSON metadata of ``path``, inside the room its section already has.
+
+    The new file is built beside the old one (a kernel copy with the section patched), fsynced
+    and renamed over it under an exclusive flock, so a crash leaves the old or the new metadata.
+    """
+    name = os.fsdecode(path)
+    with locked(path) as fd:
+        with Source.open(name, ERRORS) as source:  # its own descriptor: a map dups it, which would hold the lock
+            reader = BloscpackFile(source)
+            section = reader.metadata_section
+            if section is None:
+                raise NoMetadataFound(f"bloscpack: {reader.name} has no metadata section to rewrite")
+            old = section.header
+            if section.value == metadata:
+                raise NoChangeInMetadata("bloscpack: the new metadata equals the stored metadata")
+            new_checksum = checksum_named(checksum) if checksum is not None else section.checksum
+            if new_checksum.size != section.checksum.size:
+                raise ChecksumLengthMismatch(f"bloscpack: the metadata checksum {new_checksum.name} has "
+                                             f"{new_checksum.size}-byte digests, the section holds "
+                                             f"{section.checksum.size}")
+            offset = section.offset
+            size = source.size
+            reader.close()
+        args = MetadataArgs(meta_checksum=new_checksum.name, meta_codec=codec, meta_level=level)
+        meta_header, stored, padding, digest = metadata_section(metadata, args, max_meta_size=old.max_meta_size)
+        with atomic_write(path) as stream:
+            copy_range(fd, stream, 0, size, name)
+            Writer(stream, position=size).patch(offset, meta_header + stored + bytes(padding) + digest)
 
 
 # -- the reference's pack functions -----------------------------------------------------------

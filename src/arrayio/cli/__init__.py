@@ -1,6 +1,7 @@
-"""The ``arrayio`` command: generic verbs for every format plus per-format groups.
+"""The ``arrayio`` command: generic verbs for every format plus one group per format with extra verbs.
 
-Exit codes: 0 success, 1 a file problem (invalid file, format error), 2 usage.
+Exit codes: 0 success, 1 a file problem (invalid file, format error), 2 usage, 141 closed stdout.
+Every verb and group runs through one error wrapper (:func:`._common.run`).
 """
 
 from __future__ import annotations
@@ -9,87 +10,61 @@ import importlib
 import importlib.util
 import json
 import os
-import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import click
 
 from .. import __version__
+from .. import info as file_info
+from .. import validate as file_problems
 from .._registry import available_formats, module_for, module_of_file
-from ..errors import ArrayIOError
+from ..errors import ArrayIOError, FormatError, Problem
+from ._common import (
+    emit_json,
+    fail,
+    json_option,
+    problem_object,
+    progress,
+    run,
+    table_lines,
+    tree_lines,
+    write_lines,
+)
 
-# Per-format command groups, imported only when their verb is used.
+# Per-format command groups, imported only when their verb is used: name -> (module, attribute, help).
 FORMAT_GROUPS = {
-    "blpk": ("arrayio.cli.bloscpack", "blpk", "bloscpack tools: compress, decompress, append, info"),
+    "bloscpack": ("arrayio.cli.bloscpack", "bloscpack",
+                  "bloscpack tools (alias: blpk): compress, decompress, append, info"),
     "kdb": ("arrayio.cli.kdb", "kdb", "kdb (KINO) tools: ingest, export, show"),
 }
+GROUP_ALIASES = {"blpk": "bloscpack"}
 
 
 class _Group(click.Group):
+    """The top-level group: generic verbs, plus the format groups loaded on first use."""
+
     def list_commands(self, ctx: click.Context) -> list[str]:
-        names = set(super().list_commands(ctx))
-        for name, (module_name, _attr, _help) in FORMAT_GROUPS.items():
-            if importlib.util.find_spec(module_name.rsplit(".", 1)[0]) is not None:
-                names.add(name)
-        return sorted(names)
+        return sorted({*super().list_commands(ctx), *FORMAT_GROUPS})
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        name = GROUP_ALIASES.get(name, name)
         if name in FORMAT_GROUPS:
             module_name, attribute, _help = FORMAT_GROUPS[name]
-            try:
-                return getattr(importlib.import_module(module_name), attribute)
-            except ImportError:
-                return None
+            return getattr(importlib.import_module(module_name), attribute)
         return super().get_command(ctx, name)
 
+    def main(self, args: Any = None, prog_name: str | None = None, **extra: Any) -> Any:  # type: ignore[override]  # no standalone_mode: it always exits
+        """Run as the console script does: through the one error wrapper of every verb and group."""
+        return run(self, None if args is None else list(args))
 
-def _fail(message: str, code: int = 1) -> None:
-    click.echo(f"arrayio: {message}", err=True)
-    sys.exit(code)
-
-
-def os_error_text(error: OSError) -> str:
-    """One line for an OS error: "path: reason" (the reason alone when no path is known)."""
-    return f"{getattr(error, 'filename', '') or ''}: {error.strerror or error}".lstrip(": ")
-
-
-def _emit_json(value: Any) -> None:
-    click.echo(json.dumps(value, indent=2, default=str, ensure_ascii=False))
-
-
-def _table(title: str, columns: list[str], rows: Iterable[Iterable[Any]]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=title, show_lines=False)
-    for column in columns:
-        table.add_column(column)
-    for row in rows:
-        table.add_row(*[str(cell) for cell in row])
-    Console(soft_wrap=True).print(table)
-
-
-def _module(path: str) -> Any:
-    try:
-        return module_of_file(path)
-    except ArrayIOError as error:
-        _fail(str(error))
-    except OSError as error:
-        _fail(f"{path}: {error.strerror or error}")
-
-
-def _guard(action: Any) -> Any:
-    """Run ``action``; a format or OS error becomes one line on stderr and exit 1."""
-    try:
-        return action()
-    except ArrayIOError as error:
-        _fail(str(error))
-    except OSError as error:
-        _fail(os_error_text(error))
-    except KeyError as error:
-        _fail(f"no such entry: {error.args[0]!r}")
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        limit = formatter.width - 6 - max(map(len, self.list_commands(ctx)))
+        rows = [(name, FORMAT_GROUPS[name][2] if name in FORMAT_GROUPS
+                 else self.commands[name].get_short_help_str(limit)) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -100,75 +75,84 @@ def main() -> None:
 
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+@json_option
 def info(file: str, as_json: bool) -> None:
-    """Show what FILE holds (the format is detected from its magic bytes)."""
-    module = _module(file)
-    facts = _guard(lambda: module.info(file))
-    facts = {"format": module.FORMAT_NAME, **facts}
+    """Show what FILE holds (format detected from its magic bytes)."""
+    facts = file_info(file)
     if as_json:
-        _emit_json(facts)
-        return
-    for key, value in facts.items():
-        if isinstance(value, (dict, list)):
-            value = json.dumps(value, default=str, ensure_ascii=False)
-        click.echo(f"{key}: {value}")
+        emit_json(facts)
+    else:
+        write_lines(tree_lines(facts))
+
+
+def _file_report(file: str) -> dict[str, Any]:
+    """Problems of one file; an unreadable or unknown file is one problem, never an exception."""
+    name = None
+    try:
+        name = module_of_file(file).FORMAT_NAME
+        problems = file_problems(file)
+    except OSError as error:  # the line names the file already: the reason is enough
+        problems = [Problem(error.strerror or str(error))]
+    except ArrayIOError as error:
+        problems = [Problem.from_error(error) if isinstance(error, FormatError) else Problem(str(error))]
+    return {"file": file, "format": name, "problems": problems}
 
 
 @main.command()
-@click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
-def validate(file: str, as_json: bool) -> None:
-    """Check FILE completely; exit 0 when valid, 1 with one line per problem."""
-    try:
-        module = module_of_file(file)
-        problems = module.validate(file)
-        name = module.FORMAT_NAME
-    except ArrayIOError as error:
-        name, problems = None, [str(error)]
-    except OSError as error:
-        _fail(f"{file}: {error.strerror or error}")
+@click.argument("files", metavar="FILE...", nargs=-1, required=True, type=click.Path())
+@json_option
+@click.pass_context
+def validate(ctx: click.Context, files: tuple[str, ...], as_json: bool) -> None:
+    """Check every FILE completely; exit 0 only when all are valid.
+
+    One line per problem, each starting with its file; exit 1 when any file has a problem.
+    """
+    reports = [_file_report(file) for file in files]
+    valid = not any(report["problems"] for report in reports)
     if as_json:
-        _emit_json({"file": file, "format": name, "valid": not problems, "problems": problems})
+        emit_json({"valid": valid, "files": [
+            {"file": report["file"], "format": report["format"], "valid": not report["problems"],
+             "problems": [problem_object(problem) for problem in report["problems"]]}
+            for report in reports]})
     else:
-        for problem in problems:
-            click.echo(problem)
-        if not problems:
-            click.echo(f"{file}: valid {name} file")
-    sys.exit(1 if problems else 0)
+        for report in reports:
+            for problem in report["problems"]:
+                click.echo(f"{report['file']}: {problem}")
+            if not report["problems"]:
+                click.echo(f"{report['file']}: valid {report['format']} file")
+    ctx.exit(0 if valid else 1)
 
 
 @main.command(name="ls")
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("-l", "--long", "long_", is_flag=True, help="Show type, shape and size of each entry.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
-def ls_command(file: str, long_: bool, as_json: bool) -> None:
-    """List the entries (keys, arrays, episodes) of FILE."""
-    module = _module(file)
-    rows = _guard(lambda: module.entries(file))
+@click.option("-l", "--long", "long_", is_flag=True, help="A table of every entry's type, shape and size.")
+@click.option("--bytes", "exact", is_flag=True, help="Exact byte counts instead of human-readable sizes.")
+@json_option
+def ls_command(file: str, long_: bool, exact: bool, as_json: bool) -> None:
+    """List the entries (keys, arrays, episodes, chunks) of FILE."""
+    rows = module_of_file(file).entries(file)
     if as_json:
-        _emit_json(rows)
-        return
-    for row in rows:
-        if long_:
-            details = "\t".join(f"{value}" for key, value in row.items() if key != "name")
-            click.echo(f"{details}\t{row['name']}" if details else str(row["name"]))
-        else:
-            click.echo(row["name"])
+        emit_json(rows)
+    elif long_ and rows:
+        write_lines(table_lines(rows, exact=exact))
+    else:
+        write_lines(str(row["name"]) for row in rows)
 
 
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.argument("key")
 def cat(file: str, key: str) -> None:
-    """Print the values of entry KEY of FILE, one per line."""
-    module = _module(file)
+    """Print the values of entry KEY of FILE, one per line.
 
-    def run() -> None:
-        for line in module.cat(file, key):
-            click.echo(line)
-
-    _guard(run)
+    Values are streamed as they are read: the first line appears at once, whatever the size.
+    """
+    try:
+        write_lines(module_of_file(file).cat(file, key))
+    except KeyError as error:
+        if error.args == (key,):
+            fail(f"no such entry: {key!r}")
+        raise
 
 
 @main.command()
@@ -183,27 +167,12 @@ def convert(source: str, target: str, to: str | None, compression: str) -> None:
     from ..convert import TARGETS, source_format, target_format, total_bytes
     from ..convert import convert as convert_file
 
-    source_name = _guard(lambda: source_format(source))
-    target_name = _guard(lambda: target_format(target, to))
+    source_name, target_name = source_format(source), target_format(target, to)
     if target_name not in TARGETS.get(source_name, ()):
-        _fail(f"convert: {source_name} -> {target_name} is not a conversion the models allow; {source_name} "
-              f"converts to {', '.join(TARGETS.get(source_name, ()))}", 2)
-
-    def run() -> str:
-        from rich.progress import (
-            BarColumn,
-            DownloadColumn,
-            Progress,
-            TimeRemainingColumn,
-        )
-
-        with Progress("{task.description}", BarColumn(), DownloadColumn(), TimeRemainingColumn(),
-                      transient=True, disable=not sys.stderr.isatty()) as bar:
-            task = bar.add_task(os.path.basename(source), total=total_bytes(source) or None)
-            return convert_file(source, target, to=to, compression=compression,
-                                progress=lambda nbytes: bar.advance(task, nbytes))
-
-    _guard(run)
+        fail(f"convert: {source_name} -> {target_name} is not a conversion the models allow; {source_name} "
+             f"converts to {', '.join(TARGETS.get(source_name, ()))}", 2)
+    with progress(os.path.basename(source), total_bytes(source) or None, unit="bytes") as bar:
+        convert_file(source, target, to=to, compression=compression, progress=bar.advance)
     click.echo(f"{source} ({source_name}) -> {target} ({target_name})")
 
 
@@ -214,7 +183,7 @@ def refs(file: str, output: str | None) -> None:
     """Write kerchunk references (version 1) for FILE's arrays, and what was left out."""
     from ..kerchunk import references
 
-    result = _guard(lambda: references(file))
+    result = references(file)
     text = json.dumps(result, indent=1, ensure_ascii=False)
     if output is None:
         click.echo(text)
@@ -226,38 +195,40 @@ def refs(file: str, output: str | None) -> None:
                "byte ranges)")
 
 
+def _demo_one(name: str, folder: Path) -> dict[str, Any]:
+    module = module_for(name)
+    try:
+        path = module.demo(folder)
+        problems = [str(problem) for problem in file_problems(path)]
+        summary = file_info(path).get("summary", "")
+        size = os.path.getsize(path)
+    except Exception as error:  # a demo failure is reported per format, not as a crash
+        path, problems, summary, size = "-", [f"{type(error).__name__}: {error}"], "", 0
+    return {"format": name, "file": str(path), "bytes": size, "valid": not problems, "summary": summary,
+            "problems": problems}
+
+
 @main.command()
 @click.argument("folder", required=False, type=click.Path(file_okay=False))
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-def demo(folder: str | None, as_json: bool) -> None:
-    """Write a small sample file of every format, read each back, validate it and report."""
+@json_option
+@click.pass_context
+def demo(ctx: click.Context, folder: str | None, as_json: bool) -> None:
+    """Write, read back and validate a sample file of every format."""
     if folder is None:
         folder = tempfile.mkdtemp(prefix="arrayio-demo-")
     Path(folder).mkdir(parents=True, exist_ok=True)
-    results = []
-    failed = False
-    for name in available_formats():
-        module = module_for(name)
-        try:
-            path = module.demo(Path(folder))
-            problems = module.validate(path)
-            summary = module.info(path).get("summary", "")
-            size = os.path.getsize(path)
-        except Exception as error:  # a demo failure is reported per format, not as a crash
-            path, problems, summary, size = "-", [f"{type(error).__name__}: {error}"], "", 0
-        failed = failed or bool(problems)
-        results.append({"format": name, "file": str(path), "bytes": size, "valid": not problems,
-                        "summary": summary, "problems": problems})
+    results = [_demo_one(name, Path(folder)) for name in available_formats()]
     if as_json:
-        _emit_json({"folder": folder, "formats": results})
+        emit_json({"folder": folder, "formats": results})
     else:
-        _table(f"arrayio demo — files in {folder}", ["format", "file", "bytes", "read back + valid", "holds"],
-               [(r["format"], os.path.basename(r["file"]), r["bytes"],
-                 "yes" if r["valid"] else "NO: " + "; ".join(map(str, r["problems"])), r["summary"]) for r in results])
-    sys.exit(1 if failed else 0)
+        click.echo(f"arrayio demo: files in {folder}")
+        write_lines(table_lines([{"format": r["format"], "bytes": r["bytes"],
+                                  "valid": "yes" if r["valid"] else "NO: " + "; ".join(map(str, r["problems"])),
+                                  "summary": r["summary"], "name": os.path.basename(r["file"])} for r in results]))
+    ctx.exit(0 if all(result["valid"] for result in results) else 1)
 
 
-from .map import map_command  # noqa: E402 - a verb in its own module, registered once main exists
+from ._map import map_command  # noqa: E402 - a verb in its own module, registered once main exists
 
 main.add_command(map_command)
 

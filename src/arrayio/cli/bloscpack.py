@@ -1,5 +1,6 @@
-"""``arrayio blpk``: the bloscpack command line (compress, decompress, append, info), with the
-reference ``blpk`` options and defaults, one-letter aliases, and clean errors.
+"""``arrayio bloscpack`` (alias ``arrayio blpk``): the bloscpack command line (compress, decompress,
+append, info), with the reference ``blpk`` options, defaults, one-letter aliases and transcript
+lines; errors go through the one ``arrayio:`` wrapper.
 
 Exit codes: 0 success, 1 a file problem (missing input, existing output, malformed file),
 2 usage errors (bad option values, no subcommand).
@@ -7,12 +8,10 @@ Exit codes: 0 success, 1 a file problem (missing input, existing output, malform
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import pprint
-import sys
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import blosc
 import click
@@ -33,47 +32,22 @@ from ..bloscpack import (
     unpack_file_from_file,
 )
 from ..bloscpack._records import MAX_BUFFERSIZE, SUFFIXES, reverse_pretty
-from ..errors import ArrayIOError
-from . import os_error_text
+from ._common import fail as _fail
+from ._common import progress
 
 PROGRESS_THRESHOLD = 64 * 2**20
 _VERBOSITY = {"level": 0}
 
 
 def _say(level: int, message: str) -> None:
+    """A verbose line, worded and prefixed as the reference ``blpk`` prints it."""
     if _VERBOSITY["level"] >= level:
         click.echo(f"blpk: {message}")
 
 
-def _fail(message: str, code: int = 1) -> None:
-    click.echo(f"blpk: error: {message}", err=True)
-    sys.exit(code)
-
-
-@contextlib.contextmanager
-def _clean_errors() -> Iterator[None]:
-    """A format, argument or OS error becomes one ``blpk: error:`` line and exit 1."""
-    try:
-        yield
-    except (ArrayIOError, ValueError, TypeError) as error:
-        _fail(str(error))
-    except OSError as error:
-        _fail(os_error_text(error))
-
-
-@contextlib.contextmanager
-def _progress(total: int, label: str) -> Iterator[Callable[[int], None] | None]:
-    """A progress bar on stderr for inputs over 64 MiB; None (no bar) otherwise."""
-    if total <= PROGRESS_THRESHOLD:
-        yield None
-        return
-    from rich.console import Console
-    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
-
-    with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(), TimeRemainingColumn(),
-                  console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task(label, total=total)
-        yield lambda done: bar.advance(task, done)
+def _bar(total: int, label: str) -> Any:
+    """The shared progress bar, for inputs over 64 MiB."""
+    return progress(label, total, threshold=PROGRESS_THRESHOLD, unit="bytes")
 
 
 def _check_files(in_file: str, out_file: str, force: bool) -> None:
@@ -147,7 +121,8 @@ class _Group(click.Group):
             formatter.write_dl(rows)
 
 
-@click.group(cls=_Group, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(name="bloscpack", cls=_Group, invoke_without_command=True,
+             context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("-v", "--verbose", is_flag=True, help="be verbose about actions")
 @click.option("-d", "--debug", is_flag=True, help="print debugging output too")
 @click.option("-f", "--force", is_flag=True, help="disable overwrite checks for existing files (use with caution)")
@@ -156,7 +131,7 @@ class _Group(click.Group):
 @click.version_option(message=f"bloscpack: '3 (arrayio)' python-blosc: '{blosc.__version__}' "
                               f"blosc: '{blosc.VERSION_STRING}'", prog_name="blpk")
 @click.pass_context
-def blpk(ctx: click.Context, verbose: bool, debug: bool, force: bool, nthreads: int | None) -> None:
+def bloscpack(ctx: click.Context, verbose: bool, debug: bool, force: bool, nthreads: int | None) -> None:
     """Command line de/compression with blosc, in bloscpack (.blp) files."""
     if verbose and debug:
         raise click.UsageError("-v/--verbose and -d/--debug are mutually exclusive")
@@ -169,7 +144,7 @@ def blpk(ctx: click.Context, verbose: bool, debug: bool, force: bool, nthreads: 
         _fail("too few arguments", 2)
 
 
-@blpk.command()
+@bloscpack.command()
 @_blosc_options
 @click.option("-z", "--chunk-size", default="1M", callback=_chunk_size, show_default=True,
               help="set desired chunk size or 'max'")
@@ -188,15 +163,15 @@ def compress(ctx: click.Context, typesize: int, clevel: int, shuffle: bool, cnam
     value = _read_metadata_file(metadata)
     blosc_args = BloscArgs(typesize=typesize, clevel=clevel, shuffle=shuffle, cname=cname)
     _say(2, f"blosc args: {dict(blosc_args)}; chunk size {chunk_size}; checksum {checksum}; offsets {offsets}")
-    with _clean_errors(), _progress(os.path.getsize(in_file), "compress") as progress:
+    with _bar(os.path.getsize(in_file), "compress") as bar:
         pack_file_to_file(in_file, out_file, chunk_size=chunk_size, metadata=value, blosc_args=blosc_args,
                           bloscpack_args=BloscpackArgs(offsets=offsets, checksum=checksum),
-                          metadata_args=MetadataArgs(), progress=progress)
+                          metadata_args=MetadataArgs(), progress=bar.advance)
     _say(1, f"output file size: {double_pretty_size(os.path.getsize(out_file))}")
     _say(1, "done")
 
 
-@blpk.command()
+@bloscpack.command()
 @click.option("-e", "--no-check-extension", is_flag=True,
               help="disable checking input file for extension (*.blp) (requires use of <out_file>)")
 @click.argument("in_file")
@@ -211,17 +186,15 @@ def decompress(ctx: click.Context, no_check_extension: bool, in_file: str, out_f
         _fail(f"input file '{in_file}' does not end with '{EXTENSION}'")
     out_file = out_file or in_file[:-len(EXTENSION)]
     _check_files(in_file, out_file, ctx.obj["force"])
-    with _clean_errors():
-        total = info(in_file)["nbytes"]
-        with _progress(total, "decompress") as progress:
-            metadata = unpack_file_from_file(in_file, out_file, progress=progress)
+    with _bar(info(in_file)["nbytes"], "decompress") as bar:
+        metadata = unpack_file_from_file(in_file, out_file, progress=bar.advance)
     if metadata:
         click.echo("blpk: Metadata:")
         click.echo(pprint.pformat(metadata, width=90))
     _say(1, "done")
 
 
-@blpk.command(name="append")
+@bloscpack.command(name="append")
 @_blosc_options
 @click.option("-e", "--no-check-extension", is_flag=True, help="disable checking original file for extension (*.blp)")
 @click.option("-m", "--metadata", type=str, default=None, help="file containing the metadata, must contain valid JSON")
@@ -238,9 +211,9 @@ def append_command(typesize: int, clevel: int, shuffle: bool, cname: str, no_che
         _fail(f"new file '{new_file}' does not exist!")
     value = _read_metadata_file(metadata)
     before = os.path.getsize(original_file)
-    with _clean_errors(), _progress(os.path.getsize(new_file), "append") as progress:
+    with _bar(os.path.getsize(new_file), "append") as bar:
         count = append(original_file, new_file, dict(typesize=typesize, clevel=clevel, shuffle=shuffle, cname=cname),
-                       progress=progress)
+                       progress=bar.advance)
         if value is not None:
             try:
                 rewrite_metadata(original_file, value)
@@ -252,14 +225,13 @@ def append_command(typesize: int, clevel: int, shuffle: bool, cname: str, no_che
     _say(1, "done")
 
 
-@blpk.command(name="info")
+@bloscpack.command(name="info")
 @click.argument("file_", metavar="FILE")
 def info_command(file_: str) -> None:
     """print information about a compressed file"""
     if not os.path.exists(file_):
         _fail(f"file '{file_}' does not exist!")
-    with _clean_errors():
-        facts = info(file_)
+    facts = info(file_)
     header = {"format_version": int(facts["version"]), **{key: facts[key] for key in (
         "offsets", "checksum", "typesize", "chunk_size", "last_chunk", "nchunks", "max_app_chunks")}}
     click.echo("blpk: BloscpackHeader:")

@@ -2,54 +2,13 @@
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable
-from typing import Any
-
 import click
 
-from ..errors import ArrayIOError
 from ..kdb import convert
 from ..kdb import open as open_file
+from ._common import progress
 
 COMPRESS_CHOICES = click.Choice(["jpeg", "png", "none"])
-
-
-def _run(action: Callable[[], Any]) -> Any:
-    """Run ``action``; a format, value or OS error becomes one line on stderr and exit 1."""
-    try:
-        return action()
-    except (ArrayIOError, ValueError, OSError, KeyError, IndexError) as error:
-        message = error.args[0] if isinstance(error, KeyError) and error.args else error
-        click.echo(f"arrayio kdb: {message}", err=True)
-        sys.exit(1)
-    except ImportError as error:
-        click.echo(f"arrayio kdb: this command needs an optional dependency: {error} "
-                   "(pip install 'arrayio[all]')", err=True)
-        sys.exit(1)
-
-
-class _Bar:
-    """A rich progress bar fed by the converters' (done, total) callback."""
-
-    def __init__(self, label: str) -> None:
-        from rich.progress import Progress
-
-        self._progress = Progress(transient=False, console=None)
-        self._label = label
-        self._task = None
-
-    def __enter__(self) -> _Bar:
-        self._progress.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._progress.__exit__(*exc)
-
-    def __call__(self, done: int, total: int) -> None:
-        if self._task is None:
-            self._task = self._progress.add_task(self._label, total=total)
-        self._progress.update(self._task, completed=done)
 
 
 def _compress(value: str) -> str | None:
@@ -73,9 +32,9 @@ def kdb() -> None:
 def ingest_hdf5(source: str, target: str, compress: str, quality: int, embodiment: str, task: str | None,
                 fps: float) -> None:
     """Convert a robomimic-layout HDF5 file SOURCE to TARGET.kdb."""
-    with _Bar("demos") as bar:
-        count = _run(lambda: convert.ingest_hdf5(source, target, compress=_compress(compress), quality=quality,
-                                                 embodiment=embodiment, task=task, fps=fps, progress=bar))
+    with progress("demos") as bar:
+        count = convert.ingest_hdf5(source, target, compress=_compress(compress), quality=quality,
+                                    embodiment=embodiment, task=task, fps=fps, progress=bar.update)
     click.echo(f"{source} -> {target}: {count} episodes")
 
 
@@ -90,9 +49,9 @@ def ingest_hdf5(source: str, target: str, compress: str, quality: int, embodimen
 def ingest_lerobot(source: str, target: str, compress: str, quality: int, embodiment: str | None,
                    fps: float | None) -> None:
     """Convert a LeRobot-style folder SOURCE (meta/ + data/**/*.parquet) to TARGET.kdb."""
-    with _Bar("parquet files") as bar:
-        count = _run(lambda: convert.ingest_lerobot(source, target, compress=_compress(compress), quality=quality,
-                                                    embodiment=embodiment, fps=fps, progress=bar))
+    with progress("parquet files") as bar:
+        count = convert.ingest_lerobot(source, target, compress=_compress(compress), quality=quality,
+                                       embodiment=embodiment, fps=fps, progress=bar.update)
     click.echo(f"{source} -> {target}: {count} episodes")
 
 
@@ -102,8 +61,8 @@ def ingest_lerobot(source: str, target: str, compress: str, quality: int, embodi
 @click.option("--no-images", is_flag=True, help="Leave the camera images out.")
 def export(source: str, target: str, no_images: bool) -> None:
     """Write every episode of SOURCE.kdb into TARGET.npz (images decoded, metadata in episodes.json)."""
-    with _Bar("episodes") as bar:
-        count = _run(lambda: convert.export_npz(source, target, images=not no_images, progress=bar))
+    with progress("episodes") as bar:
+        count = convert.export_npz(source, target, images=not no_images, progress=bar.update)
     click.echo(f"{source} -> {target}: {count} episodes")
 
 
@@ -117,26 +76,21 @@ def export(source: str, target: str, no_images: bool) -> None:
 @click.option("--by-id", is_flag=True, help="EPISODE is an episode id, not a position.")
 def show(file: str, episode: int, png: str | None, frames: int, by_id: bool) -> None:
     """Describe episode EPISODE of FILE (and draw it with --png)."""
+    with open_file(file) as reader:
+        position = reader.position_of(episode) if by_id else episode
+        data = reader.read_episode(position)
+        meta = data.meta
+        click.echo(f"episode {meta.episode_id} (position {position % len(reader)}): {meta.num_frames} frames "
+                   f"at {meta.fps:g} fps")
+        click.echo(f"  embodiment: {meta.embodiment!r}  task: {meta.task!r}")
+        click.echo(f"  success: {meta.success}  total_reward: {meta.total_reward}")
+        click.echo(f"  state_dim: {meta.state_dim}  action_dim: {meta.action_dim}  "
+                   f"terminal frames: {int((data.terminals != 0).sum())}")
+        for record in reader.image_records(position, 0) if meta.num_frames else []:
+            kind = "compressed" if record.compressed else "raw"
+            click.echo(f"  camera {record.camera!r}: {record.width}x{record.height}x{record.channels} {kind}")
+        if png:
+            from ..kdb.plot import episode_png
 
-    def run() -> None:
-        """Print the episode's facts and draw it when asked."""
-        with open_file(file) as kdb:
-            position = kdb.position_of(episode) if by_id else episode
-            data = kdb.read_episode(position)
-            meta = data.meta
-            click.echo(f"episode {meta.episode_id} (position {position % len(kdb)}): {meta.num_frames} frames "
-                       f"at {meta.fps:g} fps")
-            click.echo(f"  embodiment: {meta.embodiment!r}  task: {meta.task!r}")
-            click.echo(f"  success: {meta.success}  total_reward: {meta.total_reward}")
-            click.echo(f"  state_dim: {meta.state_dim}  action_dim: {meta.action_dim}  "
-                       f"terminal frames: {int((data.terminals != 0).sum())}")
-            for record in kdb.image_records(position, 0) if meta.num_frames else []:
-                kind = "compressed" if record.compressed else "raw"
-                click.echo(f"  camera {record.camera!r}: {record.width}x{record.height}x{record.channels} {kind}")
-            if png:
-                from ..kdb.plot import episode_png
-
-                episode_png(kdb, position, png, frames=frames)
-                click.echo(f"  picture: {png}")
-
-    _run(run)
+            episode_png(reader, position, png, frames=frames)
+            click.echo(f"  picture: {png}")

@@ -23,6 +23,7 @@ import numpy as np
 
 from .._binary import U64_MAX, output_stream
 from .._binary import Writer as StreamWriter
+from ..errors import WriteError
 from . import _images
 from ._codec import check_f32, encode_meta, encode_utf8, step_dtype
 from ._images import EncodedImage
@@ -81,6 +82,7 @@ class Writer:
         self.created_timestamp = None if created_timestamp is None else int(created_timestamp)
         self._folder = os.path.dirname(os.path.abspath(os.fsdecode(target))) if isinstance(
             target, (str, bytes, os.PathLike)) else None
+        self._name = os.fsdecode(target) if isinstance(target, (str, bytes, os.PathLike)) else repr(target)
         self._stack = contextlib.ExitStack()
         self._stream = self._stack.enter_context(output_stream(target))
         self._out = StreamWriter(self._stream)
@@ -221,12 +223,20 @@ class Writer:
         images = dict(images or {})
         _check_camera_count(len(images))
         prepared = [(name, self._prepare_image(image, name, episode.num_frames)) for name, image in images.items()]
-        episode.steps.write(memoryview(step).cast("B"))
-        episode.images.write(CAMERA_COUNT.pack(num_cameras=len(prepared)))
-        for name, (header, data) in prepared:
-            episode.images.write(_camera_prefix(name) + header)
-            episode.images.write(data)
+        self._guarded(self._spool_frame, episode, step, prepared)
+
+    def _spool_frame(self, episode: _OpenEpisode, step: np.ndarray, prepared: list) -> int:
+        """Add one frame to the episode's spools (a temporary file beside the target past SPOOL_BYTES)."""
+        try:
+            episode.steps.write(memoryview(step).cast("B"))
+            episode.images.write(CAMERA_COUNT.pack(num_cameras=len(prepared)))
+            for name, (header, data) in prepared:
+                episode.images.write(_camera_prefix(name) + header)
+                episode.images.write(data)
+        except OSError as error:
+            raise WriteError("write", self._name, error) from error
         episode.num_frames += 1
+        return episode.num_frames
 
     def end_episode(self, *, success: bool | None = None, total_reward: float | None = None) -> int:
         """Finish the open episode (optionally now stating success/total_reward); returns its id."""

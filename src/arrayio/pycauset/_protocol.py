@@ -10,6 +10,7 @@ import numpy as np
 
 from .._binary import Source
 from .._readers import entries_of, info_of, problems_of
+from .._text import row_lines, value_lines
 from ..errors import FormatError, Problem
 from ._errors import ERRORS
 from ._reader import Container, jsonable, load, source_problems
@@ -52,12 +53,7 @@ def cat(path: Any, name: str) -> Iterator[str]:
     with load(path) as container:
         if name == "matrix":
             matrix = container.values()
-            if matrix.ndim == 1:
-                for value in matrix.tolist():
-                    yield str(value)
-            else:
-                for row in matrix:
-                    yield " ".join(str(value) for value in row.tolist())
+            yield from value_lines(matrix) if matrix.ndim == 1 else row_lines(matrix)
             return
         parts = name.split(".")
         if parts[0] != "metadata":

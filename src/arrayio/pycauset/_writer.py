@@ -3,6 +3,7 @@ with fsync barriers."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 import zlib
@@ -11,12 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-try:
-    import fcntl
-except ImportError:  # not POSIX: concurrent updaters are not serialised there
-    fcntl = None
-
-from .._binary import Source, Writer, output_stream, round_up, write_at
+from .._binary import Source, Writer, fsync_file, locked, output_stream, round_up, truncate_at, write_at
 from ..errors import UnsupportedError
 from ._codec import encode_metadata
 from ._errors import ERRORS
@@ -194,8 +190,10 @@ def _merge(current: Mapping[str, Any], changes: Mapping[str, Any], path: str = "
             continue
         if value is None:
             merged.pop(key, None)
-        elif isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
-            merged[key] = _merge(merged[key], value, f"{path}{key}.")
+        elif isinstance(value, Mapping):
+            # A map merges into the map there (or into nothing), so None inside it deletes at any depth.
+            base = merged.get(key)
+            merged[key] = _merge(base if isinstance(base, Mapping) else {}, value, f"{path}{key}.")
         else:
             merged[key] = value
     return merged
@@ -211,12 +209,10 @@ def update_metadata(path: Any, changes: Mapping[str, Any]) -> int:
     """
     if not isinstance(changes, Mapping):
         raise UnsupportedError(f"pycauset: changes must be a dict, got {type(changes).__name__}")
-    fd = os.open(os.fspath(path), os.O_RDWR)
-    try:
-        if fcntl is not None:
-            # Concurrent updaters take turns, so no merge reads a map another one is replacing.
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        with Source.from_fd(fd, ERRORS, name=os.fsdecode(path)) as source:
+    name = os.fsdecode(path)
+    # Concurrent updaters take turns (flock), so no merge reads a map another one is replacing.
+    with locked(path) as fd:
+        with Source.open(name, ERRORS) as source:  # its own descriptor: a map dups it, which would hold the lock
             check_preamble(source)
             slots = read_slots(source)
             active = require_active(slots)
@@ -226,13 +222,30 @@ def update_metadata(path: Any, changes: Mapping[str, Any]) -> int:
             raise UnsupportedError("pycauset: the generation counter is exhausted (2**64 - 1)")
         block = pack_block(_merge(current, changes))
         block_offset = round_up(file_size, METADATA_ALIGN)
-        # Barrier 1: the block must be durable before any slot points at it.
-        write_at(fd, file_size, bytes(block_offset - file_size) + block)
         inactive = "B" if active.name == "A" else "A"
+        old_slot = os.pread(fd, SLOT.size, SLOT_OFFSETS[inactive])
         slot = pack_slot(active.generation + 1, int(active.fields.payload_offset),
                          int(active.fields.payload_length), block_offset, len(block))
-        # Barrier 2: the commit is durable when we return.
-        write_at(fd, SLOT_OFFSETS[inactive], slot)
+        try:
+            # Barrier 1: the block must be durable before any slot points at it.
+            write_at(fd, file_size, bytes(block_offset - file_size) + block, path=name)
+            # Barrier 2: the commit is durable when we return.
+            write_at(fd, SLOT_OFFSETS[inactive], slot, path=name)
+        except BaseException:
+            _restore(fd, name, SLOT_OFFSETS[inactive], old_slot, file_size)
+            raise
         return active.generation + 1
-    finally:
-        os.close(fd)
+
+
+def _restore(fd: int, name: str, slot_offset: int, old_slot: bytes, file_size: int) -> None:
+    """After a failed update: the inactive slot's old bytes back, the file cut to its old length.
+
+    Best effort (the disk that failed may fail again); the slot is restored first, so even a
+    half-done restore leaves a file that reads as the old one.
+    """
+    with contextlib.suppress(OSError):
+        write_at(fd, slot_offset, old_slot, sync=False, path=name)
+    with contextlib.suppress(OSError):
+        truncate_at(fd, file_size, name)
+    with contextlib.suppress(OSError):
+        fsync_file(fd, name)
