@@ -11,12 +11,15 @@ from typing import Any
 
 from . import errors
 from ._registry import FORMATS, Reader, available_formats, detect, module_of_file
+from ._sources import RemoteFile, SourceStats, resolve
 from .errors import (
     ArrayIOError,
     ChecksumError,
     ClosedError,
     FormatError,
+    ObjectChangedError,
     Problem,
+    RemoteError,
     TruncatedError,
     UnsupportedError,
     VersionError,
@@ -47,26 +50,37 @@ __all__ = [
     "WriteError",
     "Problem",
     "Reader",
+    "RemoteError",
+    "ObjectChangedError",
+    "RemoteFile",
+    "SourceStats",
 ]
 
 
-def open(path: Any) -> Reader:  # noqa: A001 - the library's entry point mirrors builtins.open on purpose
-    """Open a file of any supported format and return that format's reader (an ``arrayio.Reader``)."""
-    return module_of_file(path).open(path)
+def open(path: Any, storage_options: dict | None = None) -> Reader:  # noqa: A001 - mirrors builtins.open on purpose
+    """Open a file of any supported format (a path, bytes, a URL or an fsspec file) and return its reader.
+
+    A URL is detected and opened from the same first response; ``storage_options``
+    go to its fsspec filesystem.
+    """
+    target = resolve(path, storage_options)
+    return module_of_file(target).open(target)
 
 
-def info(path: Any) -> dict:
+def info(path: Any, storage_options: dict | None = None) -> dict:
     """Facts about a file of any supported format, as a JSON-friendly dict (keys: docs/cli.md)."""
-    return module_of_file(path).info(path)
+    target = resolve(path, storage_options)
+    return module_of_file(target).info(target)
 
 
-def validate(path: Any) -> list[Problem]:
+def validate(path: Any, storage_options: dict | None = None) -> list[Problem]:
     """Problems found in a file of any supported format (empty list: valid)."""
     try:
-        module = module_of_file(path)
+        target = resolve(path, storage_options)
+        module = module_of_file(target)
     except FormatError as error:
         return [Problem.from_error(error)]
-    return module.validate(path)
+    return module.validate(target)
 
 
 def formats() -> list[str]:

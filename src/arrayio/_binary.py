@@ -188,7 +188,14 @@ class Source:
     @classmethod
     def open(cls, target: Any, errors: ErrorKinds) -> "Source":
         """Map a str/PathLike path, wrap bytes-like data (bytes are data here, not a path),
+        read a URL, an fsspec file or an ``arrayio.RemoteFile`` in cached ranges,
         or read a seekable binary file object in ranges from its current position."""
+        from . import _sources
+
+        if _sources.is_remote(target):
+            return _sources.open_source(target, errors)
+        if _sources.is_url(target):
+            target = _sources.resolve(target)
         if isinstance(target, (bytes, bytearray, memoryview)):
             return cls(target, errors)
         if isinstance(target, (str, os.PathLike)):
@@ -227,6 +234,14 @@ class Source:
     def buffer(self) -> memoryview | None:
         """The whole read-only buffer (None for ranged file objects); callers must have checked ranges."""
         return self._buffer
+
+    @property
+    def stats(self) -> Any:
+        """Requests and bytes fetched (``requests``, ``bytes_fetched``) for remote sources; None for local ones."""
+        return None
+
+    def prefetch(self, ranges: Iterable[tuple[int, int]]) -> None:
+        """Hint that the ``(offset, length)`` ranges are read next; remote sources fetch them together."""
 
     @property
     def is_mapped(self) -> bool:
@@ -571,11 +586,18 @@ def _creation_mode() -> int:
 def atomic_write(path: PathLike, buffering: int = -1) -> Iterator[BinaryIO]:
     """Write a new file under ``path`` crash-safely: temp file in the same folder,
     flush, fsync, rename over the target, fsync the folder. On error the
-    target is untouched and the temp file removed.
+    target is untouched and the temp file removed. A URL is spooled locally
+    and published as a whole object (see ``_sources.remote_output``).
 
     A symlink is followed (the file it points to is replaced, the link
     stays), and a replaced file keeps its permission bits.
     """
+    from . import _sources
+
+    if _sources.is_remote(path) or _sources.is_url(path):
+        with _sources.remote_output(path) as stream:
+            yield stream
+        return
     target = Path(os.path.realpath(os.fsdecode(path)))
     name = os.fsdecode(path)
     folder = target.parent
@@ -614,9 +636,16 @@ def output_stream(target: Any) -> Iterator[BinaryIO]:
     """A binary stream for a path (atomic write), an int fd (left open) or a file object.
 
     A path naming a FIFO or a device is written into directly: renaming a
-    file over it would replace the pipe instead of feeding it.
+    file over it would replace the pipe instead of feeding it. A URL (or an
+    ``arrayio.RemoteFile``, an fsspec OpenFile) becomes a remote object only
+    when the block ends without error.
     """
-    if is_path(target):
+    from . import _sources
+
+    if _sources.is_url(target) or isinstance(target, _sources.RemoteFile) or _sources._open_file(target):
+        with atomic_write(target) as stream:
+            yield stream
+    elif is_path(target):
         path = os.fsdecode(target)
         try:
             special = not stat.S_ISREG(os.stat(path).st_mode)

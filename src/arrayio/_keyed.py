@@ -25,6 +25,7 @@ from ._binary import Source, is_path
 from ._readers import ReaderBase
 from ._text import value_lines
 from .errors import ClosedError, ErrorKinds, FormatError, Problem, UnsupportedError, current_origin, offsets_from
+from ._sources import is_remote, is_url, resolve
 
 __all__ = [
     "DTYPES", "ITEMSIZES", "ValueInfo", "UnsupportedDtypeError", "KeyDecodeError",
@@ -400,14 +401,18 @@ def _mapped_at_position(layout: KeyedFormat, fd: int, start: int, key_encoding: 
         return Store(Source.from_fd(fd, layout.errors, start=start), layout, key_encoding)
 
 
-def load_store(layout: KeyedFormat, file: Any, read_all: bool, key_encoding: str) -> Store:
+def load_store(layout: KeyedFormat, file: Any, read_all: bool, key_encoding: str,
+               storage_options: dict | None = None) -> Store:
     """Load one store from a path, fd or binary file object, as zero-copy as the source allows.
 
     Regular files are mapped from the current position unless ``read_all``;
     everything else (pipes, sockets, BytesIO, read_all) reads exactly one
     store's bytes. A file position is left at the end of the store, so
-    successive calls walk through concatenated stores.
+    successive calls walk through concatenated stores. URLs and fsspec files
+    are read in ranges: the index at open, each array when looked up.
     """
+    if is_remote(file) or is_url(file):
+        return Store(Source.open(resolve(file, storage_options), layout.errors), layout, key_encoding)
     if is_path(file):
         path = os.fsdecode(file)
         with io.open(path, "rb") as handle:

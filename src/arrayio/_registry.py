@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Protocol, runtime_checkable
 
+from ._sources import RemoteFile, is_remote, is_url, resolve
 from .errors import FormatError, Problem, UnsupportedError
 
 __all__ = ["Reader", "FormatSpec", "FORMATS", "detect", "module_for", "available_formats", "format_for_extension"]
@@ -100,6 +101,10 @@ _LONGEST_MAGIC = max(len(spec.magic) for spec in FORMATS.values())
 
 
 def _head(target: Any) -> bytes:
+    if isinstance(target, RemoteFile):  # the first request's bytes, kept for the reader that follows
+        return bytes(target.read(0, min(_LONGEST_MAGIC, target.size)))
+    if is_url(target) or is_remote(target):
+        return _head(resolve(target))
     if isinstance(target, (bytes, bytearray, memoryview)):
         return bytes(target[:_LONGEST_MAGIC])
     if isinstance(target, (str, os.PathLike)) or isinstance(target, bytes):
@@ -160,7 +165,8 @@ def module_of_file(target: Any) -> ModuleType:
     """The module of the format detected in ``target``; a clear error when nothing matches."""
     name = detect(target)
     if name is None:
-        shown = os.fsdecode(target) if isinstance(target, (str, bytes, os.PathLike)) else "data"
+        shown = (target.name if isinstance(target, RemoteFile)
+                 else os.fsdecode(target) if isinstance(target, (str, bytes, os.PathLike)) else "data")
         head = _head(target)
         raise FormatError(f"{shown}: not a file of any known format (magic bytes {head[:8].hex(' ') or 'none'})",
                           field="magic", offset=0, expected=" or ".join(repr(spec.magic) for spec in FORMATS.values()),

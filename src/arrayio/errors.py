@@ -14,6 +14,8 @@
 
 ``Problem`` is what ``validate()`` returns: one finding, with the same parts a
 ``FormatError`` carries.
+      RemoteError                 a remote object cannot be read as asked (also an OSError)
+        ObjectChangedError        the object changed between open and a later read
 
 Format modules that mirror a reference package define that package's exception
 names as subclasses of these (kastore's ``FileFormatError`` is a
@@ -41,6 +43,8 @@ __all__ = [
     "ClosedError",
     "WriteError",
     "Problem",
+    "RemoteError",
+    "ObjectChangedError",
     "ErrorKinds",
     "describe",
     "offsets_from",
@@ -209,6 +213,14 @@ class Problem:
         return {"message": self.message, "field": self.field, "offset": self.offset,
                 "expected": None if self.expected is None else describe(self.expected),
                 "found": None if self.found is None else describe(self.found)}
+
+
+class RemoteError(ArrayIOError, OSError):
+    """A remote object cannot be read as asked (refused connection, HTTP error); names the URL."""
+
+
+class ObjectChangedError(RemoteError):
+    """The remote object's size or ETag changed after it was opened: its bytes would be mixed."""
 
 
 @dataclass(frozen=True)

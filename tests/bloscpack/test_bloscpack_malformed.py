@@ -180,3 +180,17 @@ def test_fuzz_truncations_and_flips(seed):
             position = rng.randrange(len(data))
             data[position] = rng.randrange(256) if seed % 3 == 1 else data[position] ^ (1 << rng.randrange(8))
     _exercise(bytes(data))
+
+
+@pytest.mark.parametrize("field, offset", [
+    ("metadata header.meta_options", META_AT + METADATA_HEADER.offsets["meta_options"]),
+    ("metadata header.user_codec", META_AT + METADATA_HEADER.offsets["user_codec"] + 3),
+    ("metadata spare room", META_AT + 32 + META.meta_comp_size + 5),
+])
+def test_bytes_written_zero_and_never_read_load_but_do_not_validate(field, offset):
+    data = _patch(VALID, offset, b"\x40")
+    assert np.array_equal(bp.unpack_ndarray_from_bytes(data), ARRAY)
+    (problem,) = bp.validate(data)
+    assert problem.field == field and str(problem).startswith(f"bloscpack: {field} at byte ")
+    assert problem.offset == (offset if field == "metadata spare room" else METADATA_HEADER.offset_of(
+        field.split(".")[1], base=META_AT))

@@ -23,11 +23,11 @@ DOCS = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
 OPEN_OR_CLOSED = {"close", "closed", "format", "closed_error"}
 
 
-def documented_info_keys() -> set[str]:
-    """The keys listed in the "info keys" section of docs/cli.md (first column, in backticks)."""
+def documented_keys(section_name: str) -> set[str]:
+    """The keys listed in a section of docs/cli.md ("info keys", "entries keys"): the first column's backticks."""
     text = DOCS.read_text(encoding="utf-8")
-    section = re.search(r"^## info keys\n(.*?)(?=^## |\Z)", text, flags=re.MULTILINE | re.DOTALL)
-    assert section, "docs/cli.md has no '## info keys' section"
+    section = re.search(rf"^## {section_name}\n(.*?)(?=^## |\Z)", text, flags=re.MULTILINE | re.DOTALL)
+    assert section, f"docs/cli.md has no '## {section_name}' section"
     keys = set()
     for cell in re.findall(r"^\| ([^|]+) \|", section.group(1), flags=re.MULTILINE):
         keys.update(re.findall(r"`([a-z_]+)`", cell))
@@ -39,7 +39,8 @@ def test_every_format_declares_how_to_read_it_and_its_structure():
     assert set(STRUCTURE) == set(FORMATS) == set(FREE)
 
 
-def test_open_returns_a_reader(format_name, demo):
+def test_open_returns_a_reader(format_name, demo, module):
+    assert module.FORMAT_NAME == format_name
     with arrayio.open(demo) as reader:
         assert isinstance(reader, arrayio.Reader)
         assert reader.format == format_name
@@ -58,7 +59,7 @@ def test_every_access_after_close_raises_closed_error(format_name, demo):
         with pytest.raises(arrayio.ClosedError):
             getattr(reader, name)
         touched.append(name)
-    for name, member in inspect.getmembers_static(type(reader)):
+    for name, _member in inspect.getmembers_static(type(reader)):
         if name.startswith("_") or name in OPEN_OR_CLOSED:
             continue
         with pytest.raises(arrayio.ClosedError) as raised:
@@ -74,8 +75,8 @@ def test_every_access_after_close_raises_closed_error(format_name, demo):
         assert isinstance(raised.value, ValueError)
         assert raised.value.args[0].startswith(f"{format_name}: ")
         touched.append(name)
-    dunders = {"__len__": len, "__iter__": lambda r: next(iter(r)), "__getitem__": lambda r: r[0], "__contains__": lambda r: 0 in r,
-               "__array__": np.asarray}
+    dunders = {"__len__": len, "__iter__": lambda r: next(iter(r)), "__getitem__": lambda r: r[0],
+               "__contains__": lambda r: 0 in r, "__array__": np.asarray}
     for name, access in dunders.items():
         if hasattr(type(reader), name):
             with pytest.raises(arrayio.ClosedError):
@@ -105,7 +106,7 @@ def test_info_speaks_one_vocabulary(format_name, demo):
     assert isinstance(facts["version"], str) and re.fullmatch(r"\d+(\.\d+)?", facts["version"]), facts["version"]
     assert type(facts["file_size"]) is int and facts["file_size"] == demo.stat().st_size
     assert isinstance(facts["summary"], str) and facts["summary"] and "\n" not in facts["summary"]
-    undocumented = set(facts) - documented_info_keys()
+    undocumented = set(facts) - documented_keys("info keys")
     assert not undocumented, f"info keys missing from docs/cli.md 'info keys': {sorted(undocumented)}"
     json.dumps(facts, allow_nan=False)
     with arrayio.open(demo) as reader:
@@ -118,7 +119,9 @@ def test_entries(format_name, demo, module):
     assert rows and rows == module.entries(demo)
     names = [row["name"] for row in rows]
     assert all(isinstance(name, str) and name for name in names) and len(set(names)) == len(names)
-    json.dumps(rows)
+    undocumented = {key for row in rows for key in row} - documented_keys("entries keys")
+    assert not undocumented, f"entries keys missing from docs/cli.md 'entries keys': {sorted(undocumented)}"
+    json.dumps(rows, allow_nan=False)
 
 
 def test_detected_by_magic_whatever_the_extension(format_name, demo, tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import os
+import struct
 
 import numpy as np
 import pytest
@@ -13,7 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
+import arrayio
 from arrayio import kdb
+from arrayio.kdb._records import HEADER, INDEX_ENTRY
 
 names = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
 
@@ -301,3 +304,30 @@ def test_episode_images_is_a_mapping_of_lazily_decoded_frames(tmp_path, monkeypa
         np.testing.assert_array_equal(np.asarray(images["wrist"]), wrist)
         assert {camera: value.shape for camera, value in images.items()} == {"front": (5, 12, 10, 3),
                                                                              "wrist": (5, 6, 8, 3)}
+
+
+def test_after_close_episodes_raise_file_closed_error(sample):
+    f = kdb.open(sample)
+    episode = f.read_episode(1)
+    states = episode.states  # handed out before close: stays valid
+    f.close()
+    assert states.shape[0] == 7
+    for access in (lambda: episode.images["front"][0], lambda: episode.images.frame(0), lambda: len(f),
+                   lambda: f.read_episode(0), lambda: f[0], lambda: f.header):
+        with pytest.raises(kdb.FileClosedError) as raised:
+            access()
+        assert isinstance(raised.value, arrayio.ClosedError)
+        assert str(raised.value).startswith("kdb: the file is closed")
+
+
+def test_overlapping_sections_are_reported_by_validate(sample, tmp_path):
+    data = bytearray(sample.read_bytes())
+    index_offset = HEADER.unpack(data).index_offset
+    at = INDEX_ENTRY.offset_of("actions_offset", index_offset, 1)
+    (actions_offset,) = struct.unpack_from("<Q", data, at)
+    struct.pack_into("<Q", data, at, actions_offset + 1)  # one byte into the next section
+    path = tmp_path / "overlap.kdb"
+    path.write_bytes(bytes(data))
+    problems = kdb.validate(path)
+    assert any("clear of episode 1's state/action section" in str(problem) for problem in problems), problems
+    assert all(isinstance(problem.offset, int) for problem in problems)

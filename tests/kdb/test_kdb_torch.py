@@ -46,7 +46,7 @@ def test_pickles_by_path(sample):
     dataset = FrameDataset(sample)
     dataset[0]
     clone = pickle.loads(pickle.dumps(dataset))
-    assert clone._lazy._file is None
+    assert clone.shards._files == {}
     assert clone[4]["frame"] == 4
 
 

@@ -89,8 +89,8 @@ def corrupt(name: str, data: bytes) -> tuple[bytes, int]:
     elif name == "kast":  # item 0 data_offset
         at = 40 + 24
     elif name == "bloscpack":  # chunk 1's blosc header version
-        with bloscpack.open(data) as reader:
-            at = int(reader.positions[1])
+        with bloscpack.open(data) as reader:  # where the offsets table says (it follows the metadata's room)
+            at = int(reader.offsets[1])
     elif name == "kdb":  # episode 1 index entry: actions_length
         index_offset = struct.unpack_from("<Q", data, 24)[0]
         at = index_offset + 64 + 24

@@ -22,6 +22,7 @@ import blosc
 import numpy as np
 
 from .._binary import Source, atomic_write, release_pages
+from .._sources import is_remote, is_url, resolve
 from .._readers import ReaderBase
 from ..errors import Problem
 from ._errors import ERRORS, FileClosedError, NotANumpyArray
@@ -490,6 +491,10 @@ class BloscpackFile(ReaderBase):
         first = int(np.searchsorted(starts, start, side="right")) - 1
         last = int(np.searchsorted(starts, stop, side="left")) - 1
         base = out.ctypes.data
+        positions = self.positions
+        # One request for the touched chunks when the bytes are remote (a no-op for maps).
+        end = int(positions[last + 1]) if last + 1 < len(positions) else self.source.size
+        self.source.prefetch([(int(positions[first]), end - int(positions[first]))])
         whole = [i for i in range(first, last + 1) if starts[i] >= start and starts[i + 1] <= stop]
         release = self._releaser() if len(whole) == self.nchunks else None
 
@@ -683,8 +688,10 @@ def _unpack_ndarray(target: Any) -> np.ndarray:
         return reader.read()
 
 
-def unpack_ndarray_from_file(filename: Any) -> np.ndarray:
-    """Read the ndarray stored in ``filename`` (every checksum verified)."""
+def unpack_ndarray_from_file(filename: Any, storage_options: dict | None = None) -> np.ndarray:
+    """Read the ndarray stored in ``filename`` (a path, URL or fsspec file; every checksum verified)."""
+    if storage_options or is_remote(filename) or is_url(filename):
+        return _unpack_ndarray(resolve(filename, storage_options))
     return _unpack_ndarray(os.fspath(filename))
 
 

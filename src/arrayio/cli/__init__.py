@@ -28,7 +28,10 @@ from ._common import (
     problem_object,
     progress,
     run,
+    storage_option,
+    storage_options_of,
     table_lines,
+    target_of,
     tree_lines,
     write_lines,
 )
@@ -76,21 +79,23 @@ def main() -> None:
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @json_option
-def info(file: str, as_json: bool) -> None:
-    """Show what FILE holds (format detected from its magic bytes)."""
-    facts = file_info(file)
+@storage_option
+def info(file: str, as_json: bool, storage_options: tuple[str, ...]) -> None:
+    """Show what FILE (a path or a URL) holds (format detected from its magic bytes)."""
+    facts = file_info(target_of(file, storage_options))
     if as_json:
         emit_json(facts)
     else:
         write_lines(tree_lines(facts))
 
 
-def _file_report(file: str) -> dict[str, Any]:
+def _file_report(file: str, pairs: tuple[str, ...]) -> dict[str, Any]:
     """Problems of one file; an unreadable or unknown file is one problem, never an exception."""
     name = None
     try:
-        name = module_of_file(file).FORMAT_NAME
-        problems = file_problems(file)
+        target = target_of(file, pairs)
+        name = module_of_file(target).FORMAT_NAME
+        problems = file_problems(target)
     except OSError as error:  # the line names the file already: the reason is enough
         problems = [Problem(error.strerror or str(error))]
     except ArrayIOError as error:
@@ -98,16 +103,39 @@ def _file_report(file: str) -> dict[str, Any]:
     return {"file": file, "format": name, "problems": problems}
 
 
+def _reports_on_dask(files: tuple[str, ...], address: str, pairs: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The reports of ``files``, validated in parallel on a dask.distributed scheduler."""
+    from .. import dask as arrayio_dask
+
+    options = storage_options_of(pairs) or None
+    if address == "local":
+        results = arrayio_dask.validate_checked(list(files), storage_options=options)
+    else:
+        from distributed import Client
+
+        with Client(address) as client:
+            results = arrayio_dask.validate_checked(list(files), client, storage_options=options)
+    return [{"file": file, "format": results[file][0], "problems": results[file][1]} for file in files]
+
+
 @main.command()
 @click.argument("files", metavar="FILE...", nargs=-1, required=True, type=click.Path())
 @json_option
+@click.option("--dask", "dask_address", is_flag=False, flag_value="local", default=None, metavar="[ADDRESS]",
+              help="Validate the files in parallel on a dask.distributed scheduler at ADDRESS "
+                   "(a local cluster when no address is given: put --dask last or use --dask=ADDRESS).")
+@storage_option
 @click.pass_context
-def validate(ctx: click.Context, files: tuple[str, ...], as_json: bool) -> None:
-    """Check every FILE completely; exit 0 only when all are valid.
+def validate(ctx: click.Context, files: tuple[str, ...], as_json: bool, dask_address: str | None,
+             storage_options: tuple[str, ...]) -> None:
+    """Check every FILE (paths or URLs) completely; exit 0 only when all are valid.
 
     One line per problem, each starting with its file; exit 1 when any file has a problem.
     """
-    reports = [_file_report(file) for file in files]
+    if dask_address is not None:
+        reports = _reports_on_dask(files, dask_address, storage_options)
+    else:
+        reports = [_file_report(file, storage_options) for file in files]
     valid = not any(report["problems"] for report in reports)
     if as_json:
         emit_json({"valid": valid, "files": [
@@ -128,9 +156,11 @@ def validate(ctx: click.Context, files: tuple[str, ...], as_json: bool) -> None:
 @click.option("-l", "--long", "long_", is_flag=True, help="A table of every entry's type, shape and size.")
 @click.option("--bytes", "exact", is_flag=True, help="Exact byte counts instead of human-readable sizes.")
 @json_option
-def ls_command(file: str, long_: bool, exact: bool, as_json: bool) -> None:
-    """List the entries (keys, arrays, episodes, chunks) of FILE."""
-    rows = module_of_file(file).entries(file)
+@storage_option
+def ls_command(file: str, long_: bool, exact: bool, as_json: bool, storage_options: tuple[str, ...]) -> None:
+    """List the entries (keys, arrays, episodes, chunks) of FILE (a path or a URL)."""
+    target = target_of(file, storage_options)
+    rows = module_of_file(target).entries(target)
     if as_json:
         emit_json(rows)
     elif long_ and rows:
@@ -142,13 +172,15 @@ def ls_command(file: str, long_: bool, exact: bool, as_json: bool) -> None:
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.argument("key")
-def cat(file: str, key: str) -> None:
-    """Print the values of entry KEY of FILE, one per line.
+@storage_option
+def cat(file: str, key: str, storage_options: tuple[str, ...]) -> None:
+    """Print the values of entry KEY of FILE (a path or a URL), one per line.
 
     Values are streamed as they are read: the first line appears at once, whatever the size.
     """
+    target = target_of(file, storage_options)
     try:
-        write_lines(module_of_file(file).cat(file, key))
+        write_lines(module_of_file(target).cat(target, key))
     except KeyError as error:
         if error.args == (key,):
             fail(f"no such entry: {key!r}")
@@ -162,28 +194,32 @@ def cat(file: str, key: str) -> None:
               "default: TARGET's extension.")
 @click.option("--compression", type=click.Choice(["zstd", "blosc"]), default="zstd", show_default=True,
               help="Compression of zarr targets.")
-def convert(source: str, target: str, to: str | None, compression: str) -> None:
-    """Convert SOURCE to TARGET chunk by chunk (formats: arrayio's five, .zarr, .npz, .npy)."""
+@storage_option
+def convert(source: str, target: str, to: str | None, compression: str, storage_options: tuple[str, ...]) -> None:
+    """Convert SOURCE to TARGET chunk by chunk (paths or URLs; arrayio's five formats, .zarr, .npz, .npy)."""
     from ..convert import TARGETS, source_format, target_format, total_bytes
     from ..convert import convert as convert_file
 
-    source_name, target_name = source_format(source), target_format(target, to)
+    options = storage_options_of(storage_options) or None
+    source_name, target_name = source_format(source, options), target_format(target, to)
     if target_name not in TARGETS.get(source_name, ()):
         fail(f"convert: {source_name} -> {target_name} is not a conversion the models allow; {source_name} "
              f"converts to {', '.join(TARGETS.get(source_name, ()))}", 2)
-    with progress(os.path.basename(source), total_bytes(source) or None, unit="bytes") as bar:
-        convert_file(source, target, to=to, compression=compression, progress=bar.advance)
+    with progress(os.path.basename(source), total_bytes(source, options) or None, unit="bytes") as bar:
+        convert_file(source, target, to=to, compression=compression, storage_options=options,
+                     progress=bar.advance)
     click.echo(f"{source} ({source_name}) -> {target} ({target_name})")
 
 
 @main.command()
 @click.argument("file")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the references here (default: stdout).")
-def refs(file: str, output: str | None) -> None:
+@storage_option
+def refs(file: str, output: str | None, storage_options: tuple[str, ...]) -> None:
     """Write kerchunk references (version 1) for FILE's arrays, and what was left out."""
     from ..kerchunk import references
 
-    result = references(file)
+    result = references(file, storage_options_of(storage_options) or None)
     text = json.dumps(result, indent=1, ensure_ascii=False)
     if output is None:
         click.echo(text)

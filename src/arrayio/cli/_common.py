@@ -17,6 +17,7 @@ from typing import Any, NoReturn
 
 import click
 
+from .._sources import is_url, resolve
 from ..errors import ArrayIOError, FormatError, Problem, describe
 
 PREFIX = "arrayio"
@@ -84,6 +85,42 @@ _JSON_OUTPUT = {"on": False}
 def _remember_json(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
     _JSON_OUTPUT["on"] = _JSON_OUTPUT["on"] or value
     return value
+
+
+def storage_options_of(pairs: Iterable[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs as fsspec storage options: dotted keys nest (``client_kwargs.endpoint_url=...``),
+    values are JSON when they parse (``anon=true``) and strings otherwise."""
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, equals, text = pair.partition("=")
+        if not equals or not key:
+            raise click.BadParameter(f"expected KEY=VALUE, got {pair!r}", param_hint="--storage-option")
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = text
+        *parents, leaf = key.split(".")
+        node = options
+        for parent in parents:
+            node = node.setdefault(parent, {})
+        node[leaf] = value
+    return options
+
+
+def storage_option(function: Callable) -> Callable:
+    """The repeatable ``--storage-option KEY=VALUE`` of every verb that reads URLs (as ``storage_options``)."""
+    return click.option("--storage-option", "storage_options", multiple=True, metavar="KEY=VALUE",
+                        help="An fsspec storage option for URLs (repeatable; dotted keys nest).")(function)
+
+
+def target_of(file: str, pairs: Iterable[str]) -> Any:
+    """The path, or a RemoteFile for a URL (opened once, shared by detection and the reader)."""
+    options = storage_options_of(pairs)
+    if not is_url(file):
+        if options:
+            raise click.BadParameter(f"{file}: --storage-option applies to URLs only", param_hint="--storage-option")
+        return file
+    return resolve(file, options)
 
 
 def json_option(function: Callable) -> Callable:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
-from ..kdb import convert
+from ..kdb import convert, lerobot, tools
 from ..kdb import open as open_file
-from ._common import progress
+from ._common import emit_json, progress
 
 COMPRESS_CHOICES = click.Choice(["jpeg", "png", "none"])
 
@@ -17,7 +17,8 @@ def _compress(value: str) -> str | None:
 
 @click.group(name="kdb", context_settings={"help_option_names": ["-h", "--help"]})
 def kdb() -> None:
-    """kdb (KINO) tools: ingest robomimic HDF5 or LeRobot folders, export to .npz, show an episode."""
+    """kdb (KINO) tools: ingest robomimic HDF5 or LeRobot datasets, export to .npz or LeRobot, merge,
+    filter, stats, show an episode."""
 
 
 @kdb.command("ingest-hdf5")
@@ -41,18 +42,89 @@ def ingest_hdf5(source: str, target: str, compress: str, quality: int, embodimen
 @kdb.command("ingest-lerobot")
 @click.argument("source", type=click.Path(file_okay=False, exists=True))
 @click.argument("target", type=click.Path(dir_okay=False))
-@click.option("--compress", type=COMPRESS_CHOICES, default="none", show_default=True,
-              help="Re-encode raw images (encoded parquet images are always kept as they are).")
+@click.option("--compress", type=COMPRESS_CHOICES, default="jpeg", show_default=True,
+              help="How to store decoded video frames (embedded PNG/JPEG images are kept as they are).")
 @click.option("--quality", type=click.IntRange(1, 100), default=90, show_default=True, help="JPEG quality.")
 @click.option("--embodiment", default=None, help="Robot name (default: robot_type from meta/info.json).")
 @click.option("--fps", type=float, default=None, help="Frame rate (default: fps from meta/info.json).")
+@click.option("--tolerance-s", type=float, default=lerobot.TOLERANCE_S, show_default=True,
+              help="How far a video frame may be from its row's timestamp.")
 def ingest_lerobot(source: str, target: str, compress: str, quality: int, embodiment: str | None,
-                   fps: float | None) -> None:
-    """Convert a LeRobot-style folder SOURCE (meta/ + data/**/*.parquet) to TARGET.kdb."""
+                   fps: float | None, tolerance_s: float) -> None:
+    """Convert a LeRobot dataset SOURCE (v2.1 or v3.0, video features included) to TARGET.kdb."""
     with progress("parquet files") as bar:
-        count = convert.ingest_lerobot(source, target, compress=_compress(compress), quality=quality,
-                                       embodiment=embodiment, fps=fps, progress=bar.update)
+        count = lerobot.ingest_lerobot(source, target, compress=_compress(compress), quality=quality,
+                                       embodiment=embodiment, fps=fps, tolerance_s=tolerance_s,
+                                       progress=bar.update)
     click.echo(f"{source} -> {target}: {count} episodes")
+
+
+@kdb.command("export-lerobot")
+@click.argument("source", type=click.Path(dir_okay=False, exists=True))
+@click.argument("target", type=click.Path())
+@click.option("--images", is_flag=True, help="PNG images inside the parquet instead of MP4 videos.")
+@click.option("--codec", type=click.Choice(sorted(lerobot.VIDEO_CODECS)), default="av1", show_default=True,
+              help="Video codec (LeRobot's default is AV1).")
+@click.option("--crf", type=click.IntRange(0, 63), default=None, help="Encoder quality (default: 30 AV1, 23 H.264).")
+@click.option("--robot-type", default=None, help="robot_type in info.json (default: the first embodiment).")
+def export_lerobot(source: str, target: str, images: bool, codec: str, crf: int | None,
+                   robot_type: str | None) -> None:
+    """Write SOURCE.kdb as a LeRobot v3.0 dataset in the new folder TARGET."""
+    with progress("episodes") as bar:
+        count = lerobot.export_lerobot(source, target, video=not images, codec=codec, crf=crf,
+                                       robot_type=robot_type, progress=bar.update)
+    click.echo(f"{source} -> {target}: {count} episodes (LeRobot {lerobot.CODEBASE_VERSION})")
+
+
+@kdb.command("merge")
+@click.argument("sources", nargs=-1, required=True)
+@click.option("-o", "--output", "target", required=True, type=click.Path(dir_okay=False), help="The merged file.")
+@click.option("--keep-ids", is_flag=True, help="Keep the episode ids (they must be unique across the inputs).")
+def merge(sources: tuple[str, ...], target: str, keep_ids: bool) -> None:
+    """Concatenate the episodes of SOURCES (files or globs) into one file, image bytes copied as they are."""
+    with progress("episodes") as bar:
+        count = tools.merge(sources, target, keep_ids=keep_ids, progress=bar.update)
+    click.echo(f"{len(sources)} input(s) -> {target}: {count} episodes")
+
+
+@kdb.command("filter")
+@click.argument("source", type=click.Path(dir_okay=False, exists=True))
+@click.argument("target", type=click.Path(dir_okay=False))
+@click.option("--task", default=None, help="Keep episodes whose task matches this regular expression.")
+@click.option("--embodiment", default=None, help="Keep episodes of this embodiment.")
+@click.option("--success", type=click.Choice(sorted(tools.SUCCESS_VALUES)), default=None,
+              help="Keep episodes with this outcome.")
+@click.option("--min-frames", type=click.IntRange(1), default=None, help="Keep episodes with at least N frames.")
+@click.option("--where", default=None,
+              help="A boolean expression, e.g. 'fps >= 10 and success and task != \'idle\'' "
+                   f"(fields: {', '.join(tools.WHERE_FIELDS)}).")
+def filter_(source: str, target: str, task: str | None, embodiment: str | None, success: str | None,
+            min_frames: int | None, where: str | None) -> None:
+    """Copy the episodes of SOURCE that meet every condition into TARGET (episode ids kept)."""
+
+    def run() -> tuple[int, int]:
+        """Build the predicate, then copy."""
+        predicate = tools.episode_filter(task=task, embodiment=embodiment, success=success, min_frames=min_frames,
+                                         where=where)
+        with progress("episodes") as bar:
+            return tools.filter_file(source, target, predicate, progress=bar.update)
+
+    kept, total = run()
+    click.echo(f"{source} -> {target}: kept {kept} of {total} episodes")
+
+
+@kdb.command("stats")
+@click.argument("sources", nargs=-1, required=True)
+@click.option("--json", "as_json", is_flag=True, help="Print the statistics as JSON.")
+def stats(sources: tuple[str, ...], as_json: bool) -> None:
+    """Episodes, frames, tasks with success rates, cameras and bytes per part of SOURCES (files or globs)."""
+    with progress("episodes") as bar:
+        facts = tools.stats(sources, progress=bar.update)
+    if as_json:
+        emit_json(facts)
+    else:
+        for line in tools.stats_lines(facts):
+            click.echo(line)
 
 
 @kdb.command("export")

@@ -15,6 +15,7 @@ from .._keyed import (
     KeyedIndex,
     Store,
     aligned,
+    check_engine,
     decode_keys,
     first_failure,
     load_buffer,
@@ -233,9 +234,14 @@ KEYED = KeyedFormat(FORMAT_NAME, ERRORS, StoreClosedError, NoStoreError, HEADER.
 
 
 def load(file: Any, read_all: bool = False, key_encoding: str = DEFAULT_KEY_ENCODING,
-         engine: str = PY_ENGINE) -> Store:
-    """Load a KAST store from a path (zero-copy map), fd or binary file object (``engine`` is ignored)."""
-    return load_store(KEYED, file, read_all, key_encoding)
+         engine: str = PY_ENGINE, storage_options: dict | None = None) -> Store:
+    """Load a KAST store from a path (zero-copy map), fd, binary file object, URL or fsspec file.
+
+    ``engine`` is kastore's argument (both engines read the same way here); a URL is read in
+    ranges, with ``storage_options`` passed to fsspec.
+    """
+    check_engine(engine)
+    return load_store(KEYED, file, read_all, key_encoding, storage_options)
 
 
 def loads(encoded_data: Any, key_encoding: str = DEFAULT_KEY_ENCODING) -> Store:

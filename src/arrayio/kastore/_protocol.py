@@ -12,9 +12,9 @@ from ._reader import load
 from ._writer import dump
 
 
-def open(path: Any) -> Store:  # noqa: A001 - the registry protocol name
-    """Open a kastore file (zero-copy map)."""
-    return load(path)
+def open(path: Any, storage_options: dict | None = None) -> Store:  # noqa: A001 - the registry protocol name
+    """Open a kastore file: a zero-copy map of a path, ranged reads of a URL (``storage_options`` go to fsspec)."""
+    return load(path, storage_options=storage_options)
 
 
 def validate(path: Any) -> list[Problem]:

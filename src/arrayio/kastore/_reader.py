@@ -156,10 +156,14 @@ KEYED = KeyedFormat(FORMAT_NAME, ERRORS, StoreClosedError, NoStoreError, HEADER.
 
 
 def load(file: Any, read_all: bool = False, key_encoding: str = DEFAULT_KEY_ENCODING,
-         engine: str = PY_ENGINE) -> Store:
-    """Load a store from a path, fd or binary file object (both engines read it the same way)."""
+         engine: str = PY_ENGINE, storage_options: dict | None = None) -> Store:
+    """Load a store from a path, fd, binary file object, URL or fsspec file (both engines read the same way).
+
+    A URL is read in ranges (the index at open, each array when looked up); ``storage_options``
+    go to fsspec.
+    """
     check_engine(engine)
-    return load_store(KEYED, file, read_all, key_encoding)
+    return load_store(KEYED, file, read_all, key_encoding, storage_options)
 
 
 def loads(encoded_data: Any, key_encoding: str = DEFAULT_KEY_ENCODING) -> Store:

@@ -9,15 +9,18 @@ from typing import Any
 import numpy as np
 
 from .._readers import entries_of, info_of, problems_of
+from .._sources import resolve
 from ..errors import ArrayIOError, Problem
 from ._errors import EpisodeIdNotFound
 from ._reader import KdbFile, open_file
 from ._writer import Writer
 
 
-def open(path: Any, *, on_bad_image: str = "raise") -> KdbFile:  # noqa: A001 - mirrors arrayio.open
-    """Open a .kdb file (memory-mapped for paths); ``on_bad_image="skip"`` warns instead of raising."""
-    return open_file(path, on_bad_image=on_bad_image)
+def open(path: Any, *, on_bad_image: str = "raise",  # noqa: A001 - mirrors arrayio.open
+         storage_options: dict | None = None) -> KdbFile:
+    """Open a .kdb file (memory-mapped for paths, read in ranges for URLs); ``on_bad_image="skip"`` warns
+    instead of raising."""
+    return open_file(resolve(path, storage_options) if storage_options else path, on_bad_image=on_bad_image)
 
 
 def info(path: Any) -> dict:

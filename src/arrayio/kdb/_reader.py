@@ -510,8 +510,14 @@ class KdbFile(ReaderBase):
                 f"episode {position} state/action section")
         return steps
 
+    def _prefetch(self, position: int, sections: Sequence[tuple[str, str, str]]) -> None:
+        # Remote sources fetch the episode's adjacent sections in one request (a no-op for maps).
+        entry = self.entry(position)
+        self.source.prefetch([(getattr(entry, start), getattr(entry, length)) for _, start, length in sections])
+
     def read_episode(self, position: int, *, on_bad_image: str | None = None) -> Episode:
         """Metadata, state/action views and lazy images of the episode at ``position``."""
+        self._prefetch(position, _SECTIONS)
         meta = self.read_meta(position)
         position = int(position) % len(self)
         policy = on_bad_image or self.on_bad_image
@@ -521,6 +527,7 @@ class KdbFile(ReaderBase):
 
     def read_episode_actions_only(self, position: int) -> Episode:
         """Metadata and state/action views; the image section is never touched."""
+        self._prefetch(position, _SECTIONS[:2])
         meta = self.read_meta(position)
         return Episode(meta, self.steps(position), None)
 

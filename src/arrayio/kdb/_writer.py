@@ -24,6 +24,7 @@ import numpy as np
 from .._binary import U64_MAX, output_stream
 from .._binary import Writer as StreamWriter
 from ..errors import WriteError
+from .._sources import is_url
 from . import _images
 from ._codec import check_f32, encode_meta, encode_utf8, step_dtype
 from ._images import EncodedImage
@@ -60,6 +61,7 @@ class _OpenEpisode:
     steps: Any
     images: Any
     num_frames: int = 0
+    episode_id: int | None = None
 
 
 class Writer:
@@ -81,7 +83,7 @@ class Writer:
         self.quality = int(quality)
         self.created_timestamp = None if created_timestamp is None else int(created_timestamp)
         self._folder = os.path.dirname(os.path.abspath(os.fsdecode(target))) if isinstance(
-            target, (str, bytes, os.PathLike)) else None
+            target, (str, bytes, os.PathLike)) and not is_url(target) else None
         self._name = os.fsdecode(target) if isinstance(target, (str, bytes, os.PathLike)) else repr(target)
         self._stack = contextlib.ExitStack()
         self._stream = self._stack.enter_context(output_stream(target))
@@ -196,8 +198,12 @@ class Writer:
     # -- streaming episodes --------------------------------------------------------------------------
 
     def begin_episode(self, *, state_dim: int, action_dim: int, embodiment: str = "", task: str = "",
-                      fps: float = 10.0, success: bool | None = None, total_reward: float | None = None) -> None:
-        """Start an episode written frame by frame with :meth:`add_frame`; memory stays bounded."""
+                      fps: float = 10.0, success: bool | None = None, total_reward: float | None = None,
+                      episode_id: int | None = None) -> None:
+        """Start an episode written frame by frame with :meth:`add_frame`; memory stays bounded.
+
+        ``episode_id`` is stored as given (default: the episode's position); ids should stay unique.
+        """
         self._check_usable()
         if self._episode is not None:
             raise RuntimeError("kdb: begin_episode() while another episode is open; call end_episode() first")
@@ -206,7 +212,10 @@ class Writer:
         meta = {"embodiment": embodiment, "task": task, "fps": check_f32(fps, "fps"), "success": _success(success),
                 "total_reward": None if total_reward is None else check_f32(total_reward, "total_reward")}
         encode_meta(**meta)
-        self._episode = _OpenEpisode(int(state_dim), int(action_dim), meta, self._spool(), self._spool())
+        if episode_id is not None and not 0 <= int(episode_id) <= U64_MAX:
+            raise ValueError(f"kdb: episode_id must be 0..2**64-1, got {episode_id}")
+        self._episode = _OpenEpisode(int(state_dim), int(action_dim), meta, self._spool(), self._spool(),
+                                     episode_id=None if episode_id is None else int(episode_id))
 
     def add_frame(self, state: Any, action: Any, *, reward: float = 0.0, terminal: bool = False,
                   images: Mapping[str, ImageInput] | None = None) -> None:
@@ -265,13 +274,13 @@ class Writer:
         images_offset = self._out.position
         self._copy(episode.images)
         return self._add_entry(episode.num_frames, episode.state_dim, episode.action_dim, meta_offset, len(meta),
-                               actions_offset, images_offset - actions_offset, images_offset)
+                               actions_offset, images_offset - actions_offset, images_offset, episode.episode_id)
 
     # -- shared pieces ------------------------------------------------------------------------------
 
     def _add_entry(self, frames: int, state_dim: int, action_dim: int, meta_offset: int, meta_length: int,
-                   actions_offset: int, actions_length: int, images_offset: int) -> int:
-        episode_id = len(self._entries)
+                   actions_offset: int, actions_length: int, images_offset: int, episode_id: int | None = None) -> int:
+        episode_id = len(self._entries) if episode_id is None else episode_id
         self._entries.append(INDEX_ENTRY.pack(
             episode_id=episode_id, num_frames=frames, action_dim=action_dim, state_dim=state_dim,
             actions_offset=actions_offset, actions_length=actions_length, images_offset=images_offset,

@@ -1,70 +1,53 @@
 """PyTorch datasets over .kdb files (the only module of arrayio that imports torch).
 
-``FrameDataset`` is a map-style dataset over every frame of a file, with
-windows in the spirit of LeRobot's ``delta_timestamps``: ``history`` past
-states and ``horizon`` future actions, clamped at the episode edges and marked
-by ``*_is_pad`` masks. ``EpisodeDataset`` yields whole episodes.
+``FrameDataset`` is a map-style dataset over every frame of one file or of many
+shards (a path, URL, glob, folder or list) numbered as one. Windows follow
+LeRobot's ``delta_timestamps`` ({key: [seconds]}, each episode's fps, clamped
+at the episode edges and marked by ``<key>_is_pad``); ``history`` past states
+and ``horizon`` future actions are shorthands for the common case.
+``EpisodeDataset`` yields whole episodes; ``MixtureDataset`` draws frames from
+several datasets in proportion to weights, deterministically for a seed.
 
-Both pickle as their path and options only: each DataLoader worker maps the
-file itself the first time it reads (a map is never shared across processes).
+Datasets fetch whole batches (``__getitems__``): indices are grouped by
+episode, each frame's image records are parsed once and images are decoded
+straight into one batch array. With ``decode="none"`` (or ``"cuda"``) a batch
+carries each camera's stored JPEG/PNG bytes packed into one uint8 tensor plus
+offsets; :func:`decode_batch` decodes them on the CPU or, in one nvJPEG call
+per camera, on the GPU. Pass ``collate_fn=collate`` to the DataLoader to take
+batches as fetched (required for the packed bytes; the default collation still
+works for ``decode="cpu"``).
+
+Datasets pickle as their sources and tables only: each DataLoader worker maps
+the files itself the first time it reads (a map is never shared across processes).
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Sequence
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 from torch.utils.data import Dataset
+from torch.utils.data import default_collate as _default_collate
 
-from ._reader import KdbFile, open_file
+from . import _images
+from ._errors import ImageDecodeError
+from ._images import JPEG_MAGIC
+from ._reader import ImageRecord
+from ._shards import IMAGE_TABLE_DTYPE, ShardSet, frame_offsets
+from .lerobot import TOLERANCE_S
 
-__all__ = ["EpisodeDataset", "FrameDataset"]
+__all__ = ["EpisodeDataset", "FrameDataset", "MixtureDataset", "collate", "decode_batch"]
 
 IMAGE_FORMATS = ("float", "uint8")
-
-
-class _LazyFile:
-    """Opens the .kdb file once per process and drops the map when pickled."""
-
-    def __init__(self, path: Any, on_bad_image: str) -> None:
-        self.path = os.fspath(path)
-        self.on_bad_image = on_bad_image
-        self._file: KdbFile | None = None
-        self._pid: int | None = None
-
-    @property
-    def file(self) -> KdbFile:
-        """This process's open file (opened on first use, again after a fork)."""
-        if self._file is None or self._pid != os.getpid():
-            self._file = open_file(self.path, on_bad_image=self.on_bad_image)
-            self._pid = os.getpid()
-        return self._file
-
-    def __getstate__(self) -> dict:
-        return {"path": self.path, "on_bad_image": self.on_bad_image}
-
-    def __setstate__(self, state: dict) -> None:
-        self.__init__(state["path"], state["on_bad_image"])
-
-
-def _image_tensor(pixels: np.ndarray, image_format: str) -> torch.Tensor:
-    """(..., H, W, C) uint8 -> (..., C, H, W) tensor, float32 in [0, 1] or uint8 (one numpy pass)."""
-    leading = tuple(range(pixels.ndim - 3))
-    channels_first = pixels.transpose(*leading, pixels.ndim - 1, pixels.ndim - 3, pixels.ndim - 2)
-    if image_format == "float":
-        return torch.from_numpy(np.multiply(channels_first, np.float32(1 / 255), dtype=np.float32))
-    return torch.from_numpy(np.ascontiguousarray(channels_first))
-
-
-def _first_cameras(kdb: KdbFile) -> list[str]:
-    """The cameras of the first frame of the first non-empty episode (none for an empty file)."""
-    for position in range(len(kdb)):
-        if kdb.entry(position).num_frames:
-            return [record.camera for record in kdb.image_records(position, 0)]
-    return []
+DECODE_MODES = ("cpu", "none", "cuda")
+LOW_DIM_FIELDS = ("state", "action", "reward", "terminal")
+_STEP_FIELDS = {"state": "state", "action": "action", "reward": "reward", "terminal": "is_terminal"}
+_PACKED_PARTS = ("_offsets", "_sizes")
+_NUMPY_DTYPES = {torch.uint8: np.uint8, torch.float32: np.float32}
 
 
 def _check_image_format(image_format: str) -> None:
@@ -72,85 +55,538 @@ def _check_image_format(image_format: str) -> None:
         raise ValueError(f"kdb: image_format must be one of {IMAGE_FORMATS}, got {image_format!r}")
 
 
-class FrameDataset(Dataset):
-    """Every frame of a .kdb file: state, action window, optional state history and camera images.
+def _batch_tensor(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    """A new tensor for a batch: in a DataLoader worker in shared memory, so that handing the batch
+    to the main process copies nothing (as the default collation does), else plain numpy memory
+    (whose allocator reuses freed pages instead of faulting in new ones)."""
+    if torch.utils.data.get_worker_info() is not None:
+        return torch.empty(shape, dtype=dtype).share_memory_()
+    return torch.from_numpy(np.empty(shape, _NUMPY_DTYPES[dtype]))
 
-    An item is a dict: tensors ``state`` (state_dim,), ``action`` (horizon,
-    action_dim) with ``action_is_pad`` (horizon,), ``state_history`` (history,
-    state_dim) with ``state_history_is_pad`` when ``history > 0``, and
-    ``image.<camera>`` (C, H, W) for each camera in ``cameras`` (default: the
-    cameras of the first frame; ``[]`` for none); scalars ``reward`` (float32),
-    ``terminal`` (bool), ``episode`` and ``frame``, which the DataLoader collates into tensors.
+
+def _image_tensor(pixels: np.ndarray | torch.Tensor, image_format: str) -> torch.Tensor:
+    """(..., H, W, C) uint8 -> (..., C, H, W) tensor, uint8 or float32 in [0, 1], without a transposing copy.
+
+    The result is a channels-last view (strides of the decoded HWC pixels): a
+    transposing copy costs as much as a third of the JPEG decode. Call
+    ``.contiguous()`` where an operation needs channels-first memory.
+    """
+    lead = pixels.ndim - 3
+    tensor = pixels if isinstance(pixels, torch.Tensor) else torch.from_numpy(pixels)
+    if image_format == "float":
+        tensor = _batch_tensor(tuple(tensor.shape), torch.float32).copy_(tensor).mul_(np.float32(1 / 255))
+    return tensor.permute(*range(lead), lead + 2, lead, lead + 1)
+
+
+@dataclass(frozen=True)
+class _Output:
+    """One entry of an item: ``key`` from ``field`` at the current frame or over a window of frames."""
+
+    key: str
+    field: str
+    frames: np.ndarray | None = None  # fixed frame offsets (the history/horizon shorthands)
+    seconds: np.ndarray | None = None  # delta_timestamps, turned into frames with each episode's fps
+    pad_key: str | None = None
+
+    @property
+    def windowed(self) -> bool:
+        """True when the entry has a window axis (and a pad mask)."""
+        return self.frames is not None or self.seconds is not None
+
+
+class Samples(Sequence):
+    """One fetched batch: :func:`collate` returns it whole; default collation takes it apart by item."""
+
+    def __init__(self, batch: dict[str, Any], size: int, packed: Sequence[str] = ()) -> None:
+        self.batch = batch
+        self.size = size
+        self.packed = tuple(packed)
+        self._items: list[dict[str, Any]] | None = None
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, item: Any) -> Any:
+        if self._items is None:
+            self._items = [self._item(number) for number in range(self.size)]
+        return self._items[item]
+
+    def _item(self, number: int) -> dict[str, Any]:
+        hidden = {camera + part for camera in self.packed for part in _PACKED_PARTS}
+        item = {key: value[number] for key, value in self.batch.items() if key not in hidden and key not in self.packed}
+        for camera in self.packed:
+            item[camera] = _packed_item(self.batch, camera, number)
+        return item
+
+
+def _packed_item(batch: Mapping[str, Any], camera: str, number: int) -> Any:
+    """The stored bytes of item ``number`` of a packed camera (a list of bytes for a window)."""
+    sizes = batch[camera + "_sizes"]
+    per_item = int(np.prod(sizes.shape[1:-1], dtype=np.int64))
+    offsets = batch[camera + "_offsets"].tolist()
+    data = batch[camera].numpy()
+    pieces = [data[offsets[slot]:offsets[slot + 1]].tobytes()
+              for slot in range(number * per_item, (number + 1) * per_item)]
+    return pieces if sizes.dim() > 2 else pieces[0]
+
+
+def collate(samples: Any) -> Any:
+    """DataLoader ``collate_fn``: a fetched batch as it is (packed bytes included), else default collation."""
+    if isinstance(samples, Samples):
+        return samples.batch
+    return _default_collate(samples)
+
+
+class FrameDataset(Dataset):
+    """Every frame of one or many .kdb shards: state, action, reward, terminal, camera images.
+
+    ``source`` is a path, URL, glob, folder or a list of them, numbered as one
+    dataset in the order given (globs sorted). An item is a dict of tensors:
+    ``state``, ``action``, ``reward``, ``terminal``, ``image.<camera>`` (C, H, W)
+    for each camera in ``cameras`` (default: those of the first frame; ``[]``
+    for none), and ``episode`` (position in its shard), ``frame``, ``shard``,
+    ``index`` (global frame number).
+
+    ``delta_timestamps={"state": [-0.1, 0.0], "action": [0.0, 0.05], "image.front": [-0.1, 0.0]}``
+    turns those keys into windows (n, ...) in seconds at each episode's fps,
+    with a ``<key>_is_pad`` (n,) mask where a window leaves the episode (the
+    edge frame is repeated there). Without it, ``history`` and ``horizon`` are
+    the shorthands: ``action`` (horizon, action_dim) with ``action_is_pad``,
+    and ``state_history`` (history, state_dim) with ``state_history_is_pad``.
+
+    ``decode="cpu"`` decodes images in the worker; ``"none"`` and ``"cuda"``
+    leave each camera's stored bytes packed (``image.<camera>`` uint8,
+    ``image.<camera>_offsets``, ``image.<camera>_sizes``) for :func:`decode_batch`.
     """
 
-    def __init__(self, path: Any, cameras: Sequence[str] | None = None, history: int = 0, horizon: int = 1, *,
-                 image_format: str = "float", on_bad_image: str = "raise") -> None:
+    def __init__(self, source: Any, cameras: Sequence[str] | None = None, history: int = 0, horizon: int = 1, *,
+                 delta_timestamps: Mapping[str, Sequence[float]] | None = None, tolerance_s: float = TOLERANCE_S,
+                 decode: str = "cpu", image_format: str = "float", on_bad_image: str = "raise") -> None:
         if history < 0 or horizon < 1:
             raise ValueError(f"kdb: need history >= 0 and horizon >= 1, got history={history}, horizon={horizon}")
+        if delta_timestamps is not None and (history or horizon != 1):
+            raise ValueError("kdb: give delta_timestamps or the history/horizon shorthands, not both")
+        if decode not in DECODE_MODES:
+            raise ValueError(f"kdb: decode must be one of {DECODE_MODES}, got {decode!r}")
         _check_image_format(image_format)
         self.history = int(history)
         self.horizon = int(horizon)
+        self.decode = decode
         self.image_format = image_format
-        self._lazy = _LazyFile(path, on_bad_image)
-        kdb = self._lazy.file
-        self.cameras = _first_cameras(kdb) if cameras is None else list(cameras)
-        self.first_frames = kdb.first_frames.copy()
+        self.tolerance_s = float(tolerance_s)
+        self.shards = ShardSet(source, on_bad_image=on_bad_image, need_fps=delta_timestamps is not None)
+        self.cameras = self.shards.cameras if cameras is None else list(cameras)
+        self.delta_timestamps = None if delta_timestamps is None else {
+            key: [float(value) for value in values] for key, values in delta_timestamps.items()}
+        self.outputs = self._plan_outputs()
+        self._offsets_by_fps: dict[float, dict[str, np.ndarray]] = {}
+        if self.delta_timestamps is not None:
+            for fps in np.unique(self.shards.episode_fps):
+                self._window_frames(float(fps))
+
+    @property
+    def first_frames(self) -> np.ndarray:
+        """(episodes + 1,) int64: global number of each episode's first frame, then the total."""
+        return self.shards.first_frames
+
+    def _plan_outputs(self) -> list[_Output]:
+        images = [f"image.{camera}" for camera in self.cameras]
+        if self.delta_timestamps is None:
+            outputs = [_Output("state", "state"),
+                       _Output("action", "action", frames=np.arange(self.horizon), pad_key="action_is_pad"),
+                       _Output("reward", "reward"), _Output("terminal", "terminal")]
+            if self.history:
+                outputs.append(_Output("state_history", "state", frames=np.arange(-self.history, 0),
+                                       pad_key="state_history_is_pad"))
+            return outputs + [_Output(key, key) for key in images]
+        known = [*LOW_DIM_FIELDS, *images]
+        unknown = sorted(set(self.delta_timestamps) - set(known))
+        if unknown:
+            raise ValueError(f"kdb: delta_timestamps keys {unknown} are not item keys; use any of {known}")
+        return [_Output(key, key, seconds=np.asarray(self.delta_timestamps[key]), pad_key=f"{key}_is_pad")
+                if key in self.delta_timestamps else _Output(key, key) for key in known]
+
+    def _window_frames(self, fps: float) -> dict[str, np.ndarray]:
+        """Frame offsets of every delta_timestamps window at ``fps`` (checked once per distinct fps)."""
+        offsets = self._offsets_by_fps.get(fps)
+        if offsets is None:
+            offsets = self._offsets_by_fps[fps] = {
+                output.key: frame_offsets(output.seconds, fps, self.tolerance_s, output.key)
+                for output in self.outputs if output.seconds is not None}
+        return offsets
 
     def __len__(self) -> int:
-        return int(self.first_frames[-1])
+        return self.shards.num_frames
 
-    def __getitem__(self, item: int) -> dict[str, torch.Tensor]:
-        kdb = self._lazy.file
-        if item < 0:
-            item += len(self)
-        position, frame = kdb.locate(int(item))
-        steps = kdb.steps(position)
-        last = len(steps) - 1
-        future = np.arange(frame, frame + self.horizon)
-        sample = {
-            "state": torch.from_numpy(np.array(steps["state"][frame])),
-            "action": torch.from_numpy(np.array(steps["action"][np.minimum(future, last)])),
-            "action_is_pad": torch.from_numpy(future > last),
-            "reward": steps["reward"][frame],
-            "terminal": steps["is_terminal"][frame] != 0,
-            "episode": position,
-            "frame": frame,
-        }
-        if self.history:
-            past = np.arange(frame - self.history, frame)
-            sample["state_history"] = torch.from_numpy(np.array(steps["state"][np.maximum(past, 0)]))
-            sample["state_history_is_pad"] = torch.from_numpy(past < 0)
-        if self.cameras:
-            images = kdb.frame_images(position, frame, self.cameras, kdb.on_bad_image)
-            for camera in self.cameras:
-                if camera not in images:
-                    raise KeyError(f"kdb: episode {position} frame {frame} has no image of camera {camera!r}")
-                sample[f"image.{camera}"] = _image_tensor(images[camera], self.image_format)
-        return sample
+    def __getitem__(self, item: int) -> dict[str, Any]:
+        return self.__getitems__([item])[0]
+
+    def __getitems__(self, items: Sequence[int]) -> Samples:
+        """A whole batch in one call (see :func:`collate`)."""
+        packed = [f"image.{camera}" for camera in self.cameras] if self.decode != "cpu" else []
+        return Samples(self._fetch(items), len(items), packed)
+
+    # -- fetching --------------------------------------------------------------------------------
+
+    def _fetch(self, items: Sequence[int]) -> dict[str, Any]:
+        """The collated batch of global frames ``items``."""
+        return _fetch_parts([(self, items, np.arange(len(items)))], len(items))
+
+    def _signature(self) -> tuple:
+        """What two datasets must share for their items to be fetched into one batch."""
+        return (self.decode, self.image_format, tuple(self.cameras),
+                tuple((output.key, output.field, output.pad_key) for output in self.outputs))
+
+    def _rows(self, output: _Output, episodes: np.ndarray, local: np.ndarray,
+              lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(clamped frame numbers (B, n), pad mask (B, n)) of one output."""
+        if output.frames is not None:
+            wanted = local[:, None] + output.frames[None, :]
+        elif output.seconds is not None:
+            fps = self.shards.episode_fps[episodes]
+            wanted = np.empty((len(local), len(output.seconds)), np.int64)
+            for value in np.unique(fps):
+                chosen = fps == value
+                wanted[chosen] = local[chosen, None] + self._window_frames(float(value))[output.key][None, :]
+        else:
+            wanted = local[:, None]
+        clamped = np.clip(wanted, 0, lengths[:, None] - 1)
+        return clamped, clamped != wanted
+
+    def _gather_images(self, episode: int, members: np.ndarray, rows_of: np.ndarray, images: list[_Output],
+                       rows: dict[str, tuple[np.ndarray, np.ndarray]], state: dict[str, _ImageGather],
+                       sources: _Sources, part: int) -> None:
+        """Note where every image the items ``members`` (batch rows ``rows_of``) of global episode
+        ``episode`` need is stored, from the episode's image table (parsed once per process)."""
+        shard, position = int(self.shards.episode_shard[episode]), int(self.shards.episode_position[episode])
+        tables = self.shards.image_table(shard, position)
+        source = sources.id(self.shards, part, shard)
+        for output in images:
+            camera = output.field[len("image."):]
+            frames = rows[output.key][0][members]
+            table = tables.get(camera)
+            missing = frames.reshape(-1) if table is None else frames.reshape(-1)[table["length"][frames.reshape(-1)] < 0]
+            if len(missing):
+                raise KeyError(f"kdb: shard {shard} episode {position} frame {int(missing[0])} has no image of "
+                               f"camera {camera!r}")
+            gather = state[output.key]
+            gather.records[rows_of] = table[frames]
+            gather.source[rows_of] = source
+            gather.frame_keys[rows_of] = (frames + self.shards.first_frames[episode]) * sources.parts + part
+
+
+def _fetch_parts(parts: list[tuple[FrameDataset, Sequence[int], np.ndarray]], size: int) -> dict[str, Any]:
+    """One collated batch of ``size`` items: for each (dataset, items, batch rows) part, the dataset's
+    frames ``items`` at those rows. Every dataset shares one signature (see ``_signature``)."""
+    first = parts[0][0]
+    outputs = first.outputs
+    sources = _Sources(len(parts))
+    batch: dict[str, Any] = {output.key: None for output in outputs if output.field in _STEP_FIELDS}
+    pads: dict[str, np.ndarray] = {}
+    meta = {key: np.zeros(size, np.int64) for key in ("episode", "frame", "shard", "index")}
+    images = [output for output in outputs if output.field not in _STEP_FIELDS]
+    image_keys = {output.key for output in images}
+    image_state: dict[str, _ImageGather] = {}
+    for part, (dataset, items, rows_of) in enumerate(parts):
+        shards = dataset.shards
+        frames = shards.check_frames(items)
+        episodes = shards.locate(frames)
+        local = frames - shards.first_frames[episodes]
+        rows = {output.key: dataset._rows(output, episodes, local, shards.episode_frames[episodes])
+                for output in dataset.outputs}
+        for output in dataset.outputs:
+            window = rows[output.key][0].shape[1]
+            if output.pad_key is not None:
+                pad = pads.setdefault(output.pad_key, np.zeros((size, window), bool))
+                if pad.shape[1] != window:
+                    raise ValueError(f"kdb: datasets give {output.key} windows of {pad.shape[1]} and {window} frames")
+                pad[rows_of] = rows[output.key][1]
+            if output.key in image_keys and output.key not in image_state:
+                image_state[output.key] = _ImageGather(size, window, output.field[len("image."):])
+        order = np.argsort(episodes, kind="stable")
+        bounds = [0, *(np.flatnonzero(np.diff(episodes[order])) + 1).tolist(), len(order)]
+        for start, end in itertools.pairwise(bounds):
+            members = order[start:end]
+            episode = int(episodes[members[0]])
+            steps = shards.file(int(shards.episode_shard[episode])).steps(int(shards.episode_position[episode]))
+            for output in outputs:
+                if output.field not in _STEP_FIELDS:
+                    continue
+                values = steps[_STEP_FIELDS[output.field]][rows[output.key][0][members]]
+                if batch[output.key] is None:
+                    batch[output.key] = np.empty((size, *values.shape[1:]), values.dtype)
+                elif batch[output.key].shape[1:] != values.shape[1:]:
+                    raise ValueError(f"kdb: {output.key} has shapes {batch[output.key].shape[1:]} and "
+                                     f"{values.shape[1:]}; one batch needs one shape")
+                batch[output.key][rows_of[members]] = values
+            if images:
+                dataset._gather_images(episode, members, rows_of[members], images, rows, image_state, sources, part)
+        meta["episode"][rows_of] = shards.episode_position[episodes]
+        meta["frame"][rows_of] = local
+        meta["shard"][rows_of] = shards.episode_shard[episodes]
+        meta["index"][rows_of] = frames
+    for output in outputs:
+        if output.field in _STEP_FIELDS:
+            values = batch[output.key]
+            if output.field == "terminal":
+                values = values != 0
+            tensor = torch.from_numpy(values)
+            batch[output.key] = tensor if output.windowed else tensor[:, 0]
+        else:
+            gathered = image_state[output.key]
+            if first.decode == "cpu":
+                pixels = gathered.decode(sources)
+                batch[output.key] = _image_tensor(pixels if output.windowed else pixels[:, 0], first.image_format)
+            else:
+                batch.update(gathered.packed(sources, output.key, output.windowed))
+        if output.pad_key is not None:
+            batch[output.pad_key] = torch.from_numpy(pads[output.pad_key])
+    batch.update({key: torch.from_numpy(values) for key, values in meta.items()})
+    return batch
+
+
+class _Sources:
+    """The shards a batch reads images from, numbered: (part, shard) -> a small id."""
+
+    def __init__(self, parts: int) -> None:
+        self.parts = parts
+        self._ids: dict[tuple[int, int], int] = {}
+        self._shards: list[tuple[ShardSet, int]] = []
+
+    def id(self, shards: ShardSet, part: int, shard: int) -> int:
+        """The id of ``shard`` of the shard set of ``part``."""
+        key = (part, shard)
+        number = self._ids.get(key)
+        if number is None:
+            number = self._ids[key] = len(self._shards)
+            self._shards.append((shards, shard))
+        return number
+
+    def file(self, number: int) -> Any:
+        """This process's open file of source ``number``."""
+        shards, shard = self._shards[number]
+        return shards.file(shard)
+
+
+class _ImageGather:
+    """The images of one output for a batch: where each is stored, then decoded into one
+    (B, n, H, W, C) array or packed as stored bytes."""
+
+    def __init__(self, size: int, window: int, camera: str) -> None:
+        self.size, self.window, self.camera = size, window, camera
+        self.records = np.zeros((size, window), IMAGE_TABLE_DTYPE)
+        self.source = np.zeros((size, window), np.int64)
+        self.frame_keys = np.zeros((size, window), np.int64)
+
+    def packed(self, sources: _Sources, key: str, windowed: bool) -> dict[str, torch.Tensor]:
+        """``key``: every stored image's bytes in one uint8 tensor; ``key_offsets``: (count + 1,) int64
+        starts; ``key_sizes``: (B[, n], 4) int32 height, width, channels, format byte."""
+        files = {owner: sources.file(owner).source for owner in np.unique(self.source).tolist()}
+        pieces = []
+        for start, length, owner in zip(self.records["offset"].reshape(-1).tolist(),
+                                        self.records["length"].reshape(-1).tolist(), self.source.reshape(-1).tolist()):
+            source = files[owner]
+            buffer = source.buffer
+            pieces.append(buffer[start:start + length] if buffer is not None else source.view(start, length, "image"))
+        records = self.records
+        sizes = np.stack([records["height"], records["width"], records["channels"], records["format"]],
+                         -1).astype(np.int32)
+        return {**_pack(key, pieces), key + "_sizes": torch.from_numpy(sizes if windowed else sizes[:, 0])}
+
+    def decode(self, sources: _Sources) -> torch.Tensor:
+        """All images decoded into one (B, n, H, W, C) uint8 tensor, each distinct frame once."""
+        records = self.records.reshape(-1)
+        _, first, inverse = np.unique(self.frame_keys.reshape(-1), return_index=True, return_inverse=True)
+        chosen = records[first]
+        formats, channels = chosen["format"], chosen["channels"]
+        decoded_channels = np.where((formats == 0) | np.isin(channels, (1, 3, 4)), channels, 3)
+        shapes = np.stack([chosen["height"], chosen["width"], decoded_channels], -1)
+        shape = tuple(shapes[0].tolist())
+        wrong = np.flatnonzero((shapes != shape).any(-1))
+        if len(wrong):
+            raise ValueError(f"kdb: camera {self.camera!r} has images of {tuple(shapes[wrong[0]].tolist())} and "
+                             f"{shape} in one batch; a batch needs one image size per camera")
+        batch = _batch_tensor((self.size * self.window, *shape), torch.uint8)
+        pixels = batch.numpy()
+        fast = _images.simplejpeg is not None and shape[2] in (1, 3)
+        colorspace = "GRAY" if shape[2] == 1 else "RGB"
+        owners = self.source.reshape(-1)[first].tolist()
+        files = {owner: sources.file(owner).source for owner in set(owners)}
+        for place, offset, length, fmt, owner in zip(first.tolist(), chosen["offset"].tolist(),
+                                                     chosen["length"].tolist(), formats.tolist(), owners):
+            target = pixels[place]
+            source = files[owner]
+            if fast and fmt:
+                buffer = source.buffer
+                data = buffer[offset:offset + length] if buffer is not None else source.view(offset, length, "image")
+                if data[:3] == JPEG_MAGIC:
+                    try:
+                        if _images.simplejpeg.decode_jpeg(data, colorspace=colorspace, buffer=target).shape == shape:
+                            continue
+                    except Exception:  # noqa: BLE001, S110 - the reader below reports the precise error
+                        pass
+            record = records[place]
+            kdb = sources.file(owner)
+            image = ImageRecord(self.camera, int(record["width"]), int(record["height"]), int(record["channels"]),
+                                fmt, offset, length)
+            decoded = kdb.decode_image(image)
+            if decoded.shape != shape:
+                raise ValueError(f"kdb: camera {self.camera!r} at byte {offset} decodes to {decoded.shape}, the "
+                                 f"batch holds {shape}")
+            target[...] = decoded
+        repeats = np.flatnonzero(np.arange(len(inverse)) != first[inverse])
+        if len(repeats):
+            pixels[repeats] = pixels[first[inverse[repeats]]]
+        return batch.reshape(self.size, self.window, *shape)
+
+
+# -- packed bytes ----------------------------------------------------------------------------------
+
+
+def packed_cameras(batch: Mapping[str, Any]) -> list[str]:
+    """The keys of ``batch`` that hold packed image bytes (with their _offsets and _sizes)."""
+    return [key for key in batch if all(key + part in batch for part in _PACKED_PARTS)]
+
+
+def decode_batch(batch: Mapping[str, Any], device: Any = "cpu", *, image_format: str = "uint8",
+                 fallback: bool = False, non_blocking: bool = True) -> dict[str, Any]:
+    """Decode a batch's packed camera bytes into (B[, n], C, H, W) tensors on ``device``; other tensors move too.
+
+    ``device="cuda"`` decodes each camera's JPEGs in one batched nvJPEG call
+    (``torchvision.io.decode_jpeg``); PNG or raw images, or a machine without
+    CUDA or torchvision, raise unless ``fallback=True``, which decodes those on
+    the CPU instead (and keeps everything on the CPU when there is no CUDA). ``image_format="float"`` gives float32 in [0, 1].
+    """
+    _check_image_format(image_format)
+    target = torch.device(device)
+    if target.type == "cuda" and not torch.cuda.is_available():
+        if not fallback:
+            raise ValueError(f"kdb: cannot decode on {target}: CUDA is not available (pass fallback=True to "
+                             "decode on the CPU instead)")
+        target = torch.device("cpu")
+    cameras = packed_cameras(batch)
+    if not cameras and any(key.startswith("image.") and isinstance(value, list) for key, value in batch.items()):
+        raise ValueError("kdb: this batch holds lists of image bytes: build the DataLoader with "
+                         "collate_fn=arrayio.kdb.torch.collate to get them packed")
+    hidden = {camera + part for camera in cameras for part in _PACKED_PARTS}
+    out: dict[str, Any] = {}
+    for key, value in batch.items():
+        if key in hidden:
+            continue
+        if key in cameras:
+            out[key] = _decode_camera(batch, key, target, image_format, fallback)
+        elif isinstance(value, torch.Tensor):
+            out[key] = value.to(target, non_blocking=non_blocking)
+        else:
+            out[key] = value
+    return out
+
+
+def _decode_camera(batch: Mapping[str, Any], key: str, device: torch.device, image_format: str,
+                   fallback: bool) -> torch.Tensor:
+    data, offsets, sizes = batch[key], batch[key + "_offsets"], batch[key + "_sizes"]
+    lead = tuple(sizes.shape[:-1])
+    flat_sizes = sizes.reshape(-1, 4).numpy()
+    shapes = {tuple(row) for row in flat_sizes[:, :3].tolist()}
+    if len(shapes) > 1:
+        raise ValueError(f"kdb: {key} holds images of several sizes {sorted(shapes)}; a batch needs one size")
+    height, width, channels = shapes.pop() if shapes else (0, 0, 3)
+    if device.type == "cuda":
+        problem = _cuda_problem(data, offsets, flat_sizes)
+        if problem is None:
+            return _decode_cuda(data, offsets, lead, channels, device, image_format)
+        if not fallback:
+            raise ValueError(f"kdb: cannot decode {key} on {device}: {problem} (pass fallback=True to decode "
+                             "on the CPU instead)")
+    pixels = _decode_cpu(key, data, offsets, flat_sizes, height, width, channels)
+    return _image_tensor(pixels.reshape(*lead, *pixels.shape[1:]), image_format).to(device)
+
+
+def _decode_cpu(key: str, data: torch.Tensor, offsets: torch.Tensor, sizes: np.ndarray, height: int, width: int,
+                channels: int) -> np.ndarray:
+    flat, starts = data.numpy(), offsets.tolist()
+    decoded_channels = channels if channels in (1, 3, 4) else 3
+    pixels = np.empty((len(sizes), height, width, decoded_channels), np.uint8)
+    fast = _images.simplejpeg is not None and decoded_channels in (1, 3)
+    colorspace = "GRAY" if decoded_channels == 1 else "RGB"
+    for slot, (start, end) in enumerate(itertools.pairwise(starts)):
+        piece = flat[start:end]
+        if sizes[slot, 3] == 0:  # a raw record: the pixels themselves
+            if len(piece) != height * width * channels:
+                raise ValueError(f"kdb: {key} image {slot} has {len(piece)} raw bytes, expected "
+                                 f"{height}x{width}x{channels}")
+            pixels[slot] = piece.reshape(height, width, channels)
+            continue
+        if fast and piece[:3].tobytes() == JPEG_MAGIC:
+            try:
+                if _images.simplejpeg.decode_jpeg(piece, colorspace=colorspace, buffer=pixels[slot]).shape == \
+                        pixels.shape[1:]:
+                    continue
+            except Exception:  # noqa: BLE001, S110 - the general decoder below reports the precise error
+                pass
+        try:
+            pixels[slot] = _images.decode(memoryview(piece), width, height, channels)
+        except ValueError as error:
+            raise ImageDecodeError(format="kdb", field=f"{key} image {slot}", offset=start,
+                                   expected="a decodable JPEG or PNG", found=str(error)) from None
+    return pixels
+
+
+def _cuda_problem(data: torch.Tensor, offsets: torch.Tensor, sizes: np.ndarray) -> str | None:
+    """Why nvJPEG cannot decode these images here, or None when it can."""
+    if not torch.cuda.is_available():
+        return "CUDA is not available"
+    try:
+        import torchvision.io  # noqa: F401 - imported here only: its CPU wheels clash with CPU torch
+    except Exception as error:  # noqa: BLE001 - ImportError, or torchvision's operator registration failing
+        return f"torchvision is not usable ({type(error).__name__}: {error})"
+    flat, starts = data.numpy(), offsets.tolist()
+    for slot in range(len(sizes)):
+        if sizes[slot, 3] == 0 or bytes(flat[starts[slot]:starts[slot] + 3]) != JPEG_MAGIC:
+            return f"image {slot} is not a JPEG (nvJPEG decodes JPEG only)"
+    return None
+
+
+def _decode_cuda(data: torch.Tensor, offsets: torch.Tensor, lead: tuple[int, ...], channels: int,
+                 device: torch.device, image_format: str) -> torch.Tensor:
+    from torchvision.io import ImageReadMode, decode_jpeg
+
+    starts = offsets.tolist()
+    pieces = [data[start:end] for start, end in itertools.pairwise(starts)]
+    mode = ImageReadMode.GRAY if channels == 1 else ImageReadMode.RGB
+    decoded = decode_jpeg(pieces, mode=mode, device=device)
+    images = torch.stack(decoded).reshape(*lead, *decoded[0].shape) if decoded else torch.empty(
+        (*lead, channels, 0, 0), dtype=torch.uint8, device=device)
+    return images.float().div_(255) if image_format == "float" else images
+
+
+# -- episodes ---------------------------------------------------------------------------------------
 
 
 class EpisodeDataset(Dataset):
-    """Whole episodes: ``states``, ``actions``, ``rewards``, ``terminals`` (frames, ...) tensors,
-    ``image.<camera>`` (frames, C, H, W) and the metadata fields.
+    """Whole episodes of one or many shards: ``states``, ``actions``, ``rewards``, ``terminals``
+    (frames, ...) tensors, ``image.<camera>`` (frames, C, H, W) and the metadata fields.
 
     Episodes differ in length, so batch them with ``batch_size=1`` or a custom collate.
     """
 
-    def __init__(self, path: Any, cameras: Sequence[str] | None = None, *, image_format: str = "float",
+    def __init__(self, source: Any, cameras: Sequence[str] | None = None, *, image_format: str = "float",
                  on_bad_image: str = "raise") -> None:
         _check_image_format(image_format)
         self.image_format = image_format
-        self._lazy = _LazyFile(path, on_bad_image)
-        kdb = self._lazy.file
-        self.cameras = _first_cameras(kdb) if cameras is None else list(cameras)
-        self._length = len(kdb)
+        self.shards = ShardSet(source, on_bad_image=on_bad_image)
+        self.cameras = self.shards.cameras if cameras is None else list(cameras)
 
     def __len__(self) -> int:
-        return self._length
+        return self.shards.num_episodes
 
     def __getitem__(self, item: int) -> dict[str, Any]:
-        kdb = self._lazy.file
-        episode = kdb.read_episode(item)
+        if not -len(self) <= item < len(self):
+            raise IndexError(f"kdb: episode {item} is outside 0..{len(self) - 1}")
+        item %= len(self)
+        shards = self.shards
+        kdb = shards.file(int(shards.episode_shard[item]))
+        episode = kdb.read_episode(int(shards.episode_position[item]))
         meta = episode.meta
         sample: dict[str, Any] = {
             "states": torch.from_numpy(np.array(episode.states)),
@@ -159,7 +595,193 @@ class EpisodeDataset(Dataset):
             "terminals": torch.from_numpy(episode.terminals != 0),
             "episode_id": meta.episode_id, "embodiment": meta.embodiment, "task": meta.task, "fps": meta.fps,
             "success": -1 if meta.success is None else int(meta.success),
+            "shard": int(shards.episode_shard[item]),
         }
         for camera in self.cameras:
             sample[f"image.{camera}"] = _image_tensor(np.asarray(episode.images[camera]), self.image_format)
         return sample
+
+    def __getitems__(self, items: Sequence[int]) -> list[dict[str, Any]]:
+        """The episodes ``items`` in one call."""
+        return [self[int(item)] for item in items]
+
+
+# -- mixtures ---------------------------------------------------------------------------------------
+
+
+class MixtureDataset(Dataset):
+    """Frames drawn from several datasets in proportion to their weights, the same for every process.
+
+    ``MixtureDataset([(robot_a, 0.5), (robot_b, 0.3), (robot_c, 0.2)], seed=0)``
+    has ``num_samples`` items (default: the datasets' total length). Item i is
+    a fixed function of (seed, epoch, i): exactly ``round(weight * num_samples)``
+    items come from each dataset (largest remainders), in shuffled order, each
+    a uniformly drawn item of it. So any sampler works: a plain or shuffled
+    DataLoader, workers, and ``DistributedSampler`` sharding across ranks all
+    see one consistent mixture. Call :meth:`set_epoch` (before creating the
+    DataLoader iterator) for a fresh draw each epoch. Items carry ``dataset``,
+    the number of the dataset they came from; datasets must give the same keys.
+    FrameDatasets with the same options are fetched into one batch directly;
+    other datasets batch by batch, then merged back into item order.
+    """
+
+    def __init__(self, datasets: Sequence[tuple[Any, float]], *, seed: int = 0,
+                 num_samples: int | None = None) -> None:
+        if not datasets:
+            raise ValueError("kdb: a mixture needs at least one (dataset, weight) pair")
+        self.datasets = [dataset for dataset, _ in datasets]
+        weights = np.asarray([float(weight) for _, weight in datasets], np.float64)
+        if not np.isfinite(weights).all() or (weights < 0).any() or weights.sum() <= 0:
+            raise ValueError(f"kdb: mixture weights must be finite, >= 0 and not all 0, got {weights.tolist()}")
+        for number, dataset in enumerate(self.datasets):
+            if weights[number] > 0 and len(dataset) == 0:
+                raise ValueError(f"kdb: mixture dataset {number} is empty but has weight {weights[number]}")
+        self.weights = weights / weights.sum()
+        self.seed = int(seed)
+        self.epoch = 0
+        self.num_samples = int(sum(len(dataset) for dataset in self.datasets) if num_samples is None
+                               else num_samples)
+        if self.num_samples < 0:
+            raise ValueError(f"kdb: num_samples must be >= 0, got {num_samples}")
+        self._plan: tuple[np.ndarray, np.ndarray] | None = None
+        self._one_kind: bool | None = None
+
+    def set_epoch(self, epoch: int) -> None:
+        """Draw a new mixture for ``epoch`` (as DistributedSampler.set_epoch does for its order)."""
+        self.epoch = int(epoch)
+        self._plan = None
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+    def counts(self) -> np.ndarray:
+        """Items per dataset: weight * num_samples rounded so they sum to num_samples."""
+        exact = self.weights * self.num_samples
+        counts = np.floor(exact).astype(np.int64)
+        remainder = self.num_samples - int(counts.sum())
+        counts[np.argsort(-(exact - counts), kind="stable")[:remainder]] += 1
+        return counts
+
+    def plan(self) -> tuple[np.ndarray, np.ndarray]:
+        """(dataset number, item within it) of every item, from seed and epoch alone."""
+        if self._plan is None:
+            rng = np.random.default_rng([self.seed, self.epoch])
+            counts = self.counts()
+            sources = np.repeat(np.arange(len(counts), dtype=np.int16 if len(counts) < 2**15 else np.int64), counts)
+            rng.shuffle(sources)
+            inner = np.zeros(self.num_samples, np.int64)
+            for number, count in enumerate(counts.tolist()):
+                if count:
+                    inner[sources == number] = rng.integers(0, len(self.datasets[number]), count)
+            self._plan = (sources, inner)
+        return self._plan
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_plan"] = None
+        return state
+
+    def __getitem__(self, item: int) -> dict[str, Any]:
+        return self.__getitems__([item])[0]
+
+    def __getitems__(self, items: Sequence[int]) -> Samples:
+        """A batch in one call: items grouped by dataset, each group fetched as one batch, put back in order."""
+        indices = np.asarray(items, np.int64).reshape(-1)
+        indices = np.where(indices < 0, indices + self.num_samples, indices)
+        if ((indices < 0) | (indices >= self.num_samples)).any():
+            raise IndexError(f"kdb: mixture item outside 0..{self.num_samples - 1} in {list(items)[:8]}")
+        sources, inner = self.plan()
+        chosen = sources[indices]
+        numbers = np.unique(chosen).tolist()
+        if self._one_kind is None:
+            kinds = {dataset._signature() if isinstance(dataset, FrameDataset) else None for dataset in self.datasets}
+            self._one_kind = len(kinds) == 1 and None not in kinds
+        if self._one_kind:  # every dataset's frames decoded straight into one batch: no merge copy
+            parts = [(self.datasets[number], inner[indices[chosen == number]], np.flatnonzero(chosen == number))
+                     for number in numbers]
+            batch = _fetch_parts(parts, len(indices))
+            batch["dataset"] = torch.from_numpy(chosen.astype(np.int64))
+            first = self.datasets[numbers[0]]
+            packed_keys = [f"image.{camera}" for camera in first.cameras] if first.decode != "cpu" else []
+            return Samples(batch, len(indices), packed_keys)
+        parts = []
+        packed: set[str] = set()
+        for number in numbers:
+            members = np.flatnonzero(chosen == number)
+            dataset = self.datasets[number]
+            fetched = dataset.__getitems__(inner[indices[members]].tolist()) if hasattr(
+                dataset, "__getitems__") else [dataset[int(i)] for i in inner[indices[members]]]
+            if isinstance(fetched, Samples):
+                batch = dict(fetched.batch)
+                packed.update(fetched.packed)
+            else:
+                batch = _default_collate(list(fetched))
+            batch["dataset"] = torch.full((len(members),), number, dtype=torch.int64)
+            parts.append((members, batch))
+        return Samples(_merge(parts, len(indices), packed), len(indices), sorted(packed))
+
+
+def _merge(parts: list[tuple[np.ndarray, dict[str, Any]]], size: int, packed: set[str]) -> dict[str, Any]:
+    """One batch of ``size`` items from per-dataset batches, each item back at its place."""
+    keys = list(parts[0][1])
+    for members, batch in parts[1:]:
+        if set(batch) != set(keys):
+            raise ValueError(f"kdb: mixture datasets give different keys: {sorted(keys)} vs {sorted(batch)}")
+    if len(parts) == 1 and np.array_equal(parts[0][0], np.arange(size)):
+        return parts[0][1]
+    merged: dict[str, Any] = {}
+    hidden = {camera + part for camera in packed for part in _PACKED_PARTS}
+    for key in keys:
+        if key in hidden:
+            continue
+        if key in packed:
+            merged.update(_merge_packed(parts, key, size))
+            continue
+        first = parts[0][1][key]
+        if isinstance(first, torch.Tensor):
+            shapes = {tuple(batch[key].shape[1:]) for _, batch in parts}
+            if len(shapes) > 1:
+                raise ValueError(f"kdb: mixture datasets give {key} of different shapes {sorted(shapes)}")
+            # Merge in memory order (images are channels-last views): a transposing copy would cost a
+            # large part of the decode.
+            order = sorted(range(first.dim()), key=lambda dim: (dim != 0, -first.stride(dim)))
+            inverse = [order.index(dim) for dim in range(first.dim())]
+            out = torch.empty((size, *[first.shape[dim] for dim in order[1:]]), dtype=first.dtype)
+            rows = out.numpy()  # numpy's row gather is a memcpy per row; torch's index_put is far slower here
+            for members, batch in parts:
+                rows[members] = batch[key].permute(order).numpy()
+            merged[key] = out.permute(inverse)
+        else:
+            values: list[Any] = [None] * size
+            for members, batch in parts:
+                for member, value in zip(members.tolist(), batch[key]):
+                    values[member] = value
+            merged[key] = values
+    return merged
+
+
+def _pack(key: str, pieces: list[Any]) -> dict[str, torch.Tensor]:
+    """``key``: the pieces' bytes in one uint8 tensor; ``key_offsets``: (count + 1,) int64 starts."""
+    lengths = np.fromiter((len(piece) for piece in pieces), np.int64, len(pieces))
+    offsets = np.zeros(len(pieces) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    data = _batch_tensor((int(offsets[-1]),), torch.uint8)
+    flat = data.numpy()
+    for start, piece in zip(offsets[:-1].tolist(), pieces):
+        flat[start:start + len(piece)] = np.frombuffer(piece, np.uint8)
+    return {key: data, key + "_offsets": torch.from_numpy(offsets)}
+
+
+def _merge_packed(parts: list[tuple[np.ndarray, dict[str, Any]]], key: str, size: int) -> dict[str, torch.Tensor]:
+    sizes_shape = parts[0][1][key + "_sizes"].shape[1:]
+    per_item = int(np.prod(sizes_shape[:-1], dtype=np.int64))
+    pieces: list[Any] = [None] * (size * per_item)
+    sizes = np.zeros((size, *sizes_shape), np.int32)
+    for members, batch in parts:
+        flat, starts = batch[key].numpy(), batch[key + "_offsets"].tolist()
+        sizes[members] = batch[key + "_sizes"].numpy()
+        for row, member in enumerate(members.tolist()):
+            for slot in range(per_item):
+                source = row * per_item + slot
+                pieces[member * per_item + slot] = flat[starts[source]:starts[source + 1]]
+    return {**_pack(key, pieces), key + "_sizes": torch.from_numpy(sizes)}

@@ -66,9 +66,9 @@ def cat(path: Any, name: str) -> Iterator[str]:
         yield from _tree_lines(value, ".".join(parts[1:]))
 
 
-def open(path: Any) -> Container:
+def open(path: Any, storage_options: dict | None = None) -> Container:  # noqa: A001 - the protocol's name
     """Open a ``.pycauset`` file (the same as :func:`load`)."""
-    return load(path)
+    return load(path, storage_options)
 
 
 def demo(folder: Path) -> Path:

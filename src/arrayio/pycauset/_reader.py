@@ -25,7 +25,8 @@ except ImportError:  # not POSIX: concurrent updaters are not serialised there
 
 from .._binary import Source
 from .._readers import ReaderBase
-from ..errors import ArrayIOError, FormatError, Problem
+from .._sources import resolve
+from ..errors import ArrayIOError, FormatError, Problem, UnsupportedError
 from ._codec import decode_metadata
 from ._errors import ERRORS, ContainerClosedError
 from ._matrices import (
@@ -240,7 +241,9 @@ class Container(ReaderBase):
             self.metadata = read_block(source, active)
             self.layout = layout_from_metadata(self.metadata, self.payload_length, self.metadata_offset)
             check_payload_length(self.layout, self.payload_length, active.field_offset("payload_length"))
-            self._payload = source.array(self.payload_offset, self.layout.nbytes(), np.uint8, "matrix payload")
+            source.check(self.payload_offset, self.layout.nbytes(), "matrix payload")
+            # Mapped payloads are views at once; a remote one is fetched only when used.
+            self._payload = self._read_payload() if source.buffer is not None else None
         except BaseException:
             source.close()
             raise
@@ -298,7 +301,12 @@ class Container(ReaderBase):
         """The payload as stored, read-only and zero-copy (typed for dense and diagonal payloads)."""
         return self.layout.packed_view(self._live_payload())
 
+    def _read_payload(self) -> np.ndarray:
+        return self.source.array(self.payload_offset, self.layout.nbytes(), np.uint8, "matrix payload")
+
     def _live_payload(self) -> np.ndarray:
+        if self._payload is None:  # a remote payload is fetched on first use
+            self._payload = self._read_payload()
         return self._payload
 
     def unpack(self, max_bytes: int | None = UNPACK_LIMIT) -> np.ndarray:
@@ -311,6 +319,20 @@ class Container(ReaderBase):
             unpacked.flags.writeable = False
             self._unpacked = unpacked
         return self.layout.orient(self._unpacked)
+
+    def read_rows(self, start: int, stop: int) -> np.ndarray:
+        """Rows ``start..stop`` of a dense payload in stored orientation, reading only their bytes."""
+        layout = self.layout
+        if not layout.zero_copy:
+            raise UnsupportedError(f"pycauset: {layout.matrix_type}/{layout.data_type} payloads are not stored "
+                                   "as plain rows")
+        rows, cols = (layout.rows, 1) if layout.is_vector else (layout.rows, layout.cols)
+        start, stop, _ = slice(start, stop).indices(rows)
+        stop = max(start, stop)
+        row_bytes = cols * layout.dtype.itemsize
+        block = self.source.array(self.payload_offset + start * row_bytes, (stop - start) * cols, layout.dtype,
+                                  f"matrix rows {start}..{stop}")
+        return block if layout.is_vector else block.reshape(stop - start, cols)
 
     @property
     def array(self) -> np.ndarray:
@@ -446,9 +468,10 @@ def source_problems(source: Source) -> list[Problem]:
 
 
 
-def load(path: Any) -> Container:
-    """Open a ``.pycauset`` file (path, bytes or binary file): header, metadata and a mapped payload, O(1)."""
-    source = Source.open(path, ERRORS)
+def load(path: Any, storage_options: dict | None = None) -> Container:
+    """Open a ``.pycauset`` file (path, bytes, binary file, URL or fsspec file): header, metadata and a
+    mapped payload, O(1); a remote payload is fetched on first use."""
+    source = Source.open(resolve(path, storage_options) if storage_options else path, ERRORS)
     return Container(source, source.name)
 
 

@@ -1,0 +1,299 @@
+"""Training at scale: shards as one dataset, delta_timestamps windows, batch fetching, packed bytes
+and decode_batch, mixtures under workers and rank sharding."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+from kdb_cases import gradient_frames
+
+torch = pytest.importorskip("torch")
+
+from arrayio import kdb
+from arrayio.kdb.torch import (
+    EpisodeDataset,
+    FrameDataset,
+    MixtureDataset,
+    collate,
+    decode_batch,
+)
+
+
+def write_shard(path, episodes, frames, fps=10.0, shift=0, compress="jpeg"):
+    """A one-camera shard whose states encode (shard shift, episode, frame) so items can be recognised."""
+    with kdb.Writer(path, compress=compress) as writer:
+        for episode in range(episodes):
+            count = frames + episode
+            marks = np.stack([np.full(count, shift), np.full(count, episode), np.arange(count)], 1)
+            writer.add_episode(marks.astype(np.float32), -marks[:, :2].astype(np.float32),
+                               images={"front": gradient_frames(count, 16, 24, shift=shift + 9 * episode)},
+                               task=f"task {shift}", fps=fps)
+    return path
+
+
+@pytest.fixture
+def shards(tmp_path):
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    return [write_shard(folder / f"part-{n}.kdb", episodes=2, frames=4 + n, shift=100 * n) for n in range(3)]
+
+
+def test_glob_list_and_folder_are_one_dataset(shards, tmp_path):
+    by_glob = FrameDataset(str(shards[0].parent / "part-*.kdb"), image_format="uint8")
+    by_list = FrameDataset([str(path) for path in reversed(shards)])
+    by_folder = FrameDataset(shards[0].parent)
+    lengths = [sum(4 + n + e for e in range(2)) for n in range(3)]
+    assert len(by_glob) == len(by_folder) == len(by_list) == sum(lengths)
+    with kdb.open(shards[1]) as f:
+        item = by_glob[lengths[0] + 5]  # shard 1: episode 0 has 5 frames, so episode 1 frame 0
+        assert (int(item["shard"]), int(item["episode"]), int(item["frame"])) == (1, 1, 0)
+        np.testing.assert_array_equal(item["state"].numpy(), f.read_episode(1).states[0])
+        np.testing.assert_array_equal(item["image.front"].numpy(), f.read_frame(1, 0).images["front"].transpose(2, 0, 1))
+    assert by_list[0]["state"].tolist() == [200, 0, 0]  # the list order is kept
+    assert int(by_glob[-1]["index"]) == len(by_glob) - 1
+    with pytest.raises(IndexError, match="outside"):
+        by_glob[len(by_glob)]
+    with pytest.raises(FileNotFoundError, match="no file matches"):
+        FrameDataset(str(tmp_path / "nothing-*.kdb"))
+    episodes = EpisodeDataset(str(shards[0].parent / "*.kdb"), image_format="uint8")
+    assert len(episodes) == 6 and episodes[3]["shard"] == 1 and episodes[3]["states"].shape == (6, 3)
+
+
+def test_shards_open_lazily_per_worker(shards):
+    dataset = FrameDataset(shards, horizon=2)
+    clone = pickle.loads(pickle.dumps(dataset))
+    assert clone.shards._files == {}
+    clone[len(clone) - 1]
+    assert list(clone.shards._files) == [2]  # only the shard touched is opened
+    loader = torch.utils.data.DataLoader(dataset, batch_size=5, num_workers=2, shuffle=True,
+                                         generator=torch.Generator().manual_seed(1))
+    seen = [int(index) for batch in loader for index in batch["index"]]
+    assert sorted(seen) == list(range(len(dataset)))
+
+
+def test_delta_timestamps_windows_and_pads(shards):
+    deltas = {"state": [-0.2, -0.1, 0.0], "action": [0.0, 0.1, 0.2, 0.3], "image.front": [-0.1, 0.0]}
+    dataset = FrameDataset(shards[0], delta_timestamps=deltas, image_format="uint8")
+    item = dataset[1]  # episode 0 (4 frames), frame 1
+    assert item["state"][:, 2].tolist() == [0, 0, 1] and item["state_is_pad"].tolist() == [True, False, False]
+    assert item["action_is_pad"].tolist() == [False, False, False, True]
+    assert item["action"][:, 1].tolist() == [0, 0, 0, 0] and item["action"].shape == (4, 2)
+    assert item["image.front"].shape == (2, 3, 16, 24) and item["image.front_is_pad"].tolist() == [False, False]
+    with kdb.open(shards[0]) as f:
+        np.testing.assert_array_equal(item["image.front"][0].numpy(), f.read_frame(0, 0).images["front"].transpose(2, 0, 1))
+    assert item["reward"].shape == () and "reward_is_pad" not in item
+    last = dataset[3]
+    assert last["action_is_pad"].tolist() == [False, True, True, True]
+    np.testing.assert_array_equal(last["state"][:, 2].numpy(), [1, 2, 3])
+
+
+def test_delta_timestamps_use_each_episodes_fps_and_check_the_grid(tmp_path):
+    slow = write_shard(tmp_path / "slow.kdb", 1, 6, fps=5.0)
+    fast = write_shard(tmp_path / "fast.kdb", 1, 6, fps=10.0, shift=1)
+    dataset = FrameDataset([slow, fast], delta_timestamps={"state": [-0.2, 0.0]}, cameras=[])
+    assert dataset[3]["state"][:, 2].tolist() == [2, 3]  # 5 fps: 0.2 s is one frame
+    assert dataset[6 + 3]["state"][:, 2].tolist() == [1, 3]  # 10 fps: two frames
+    with pytest.raises(ValueError, match=r"0.15 s is not a multiple of 1/fps = 0.2 s"):
+        FrameDataset([slow, fast], delta_timestamps={"action": [0.0, 0.15]})
+    assert FrameDataset(fast, delta_timestamps={"action": [0.0, 0.10004]}, cameras=[])[0]["action"].shape == (2, 2)
+    with pytest.raises(ValueError, match="not item keys"):
+        FrameDataset(fast, delta_timestamps={"observation.velocity": [0.0]})
+    with pytest.raises(ValueError, match="not both"):
+        FrameDataset(fast, delta_timestamps={"action": [0.0]}, horizon=4)
+
+
+def test_getitems_matches_getitem_and_groups_by_episode(shards):
+    dataset = FrameDataset(shards, history=1, horizon=3, image_format="uint8")
+    items = [7, 0, 8, 7, 20, 3]
+    batch = collate(dataset.__getitems__(items))
+    for row, item in enumerate(items):
+        single = dataset[item]
+        for key, value in single.items():
+            assert torch.equal(batch[key][row], value), key
+    loader = torch.utils.data.DataLoader(dataset, batch_size=4, collate_fn=collate)
+    first = next(iter(loader))
+    assert first["image.front"].shape == (4, 3, 16, 24) and first["action"].shape == (4, 3, 2)
+
+
+def test_packed_bytes_and_decode_batch_on_cpu(shards):
+    decoded = FrameDataset(shards, image_format="uint8", delta_timestamps={"image.front": [-0.1, 0.0]})
+    packed = FrameDataset(shards, decode="none", delta_timestamps={"image.front": [-0.1, 0.0]})
+    items = [0, 5, 9, 2, 17]
+    batch = collate(packed.__getitems__(items))
+    data, offsets, sizes = batch["image.front"], batch["image.front_offsets"], batch["image.front_sizes"]
+    assert data.dtype == torch.uint8 and data.dim() == 1  # one tensor for the whole batch
+    assert offsets.tolist()[0] == 0 and len(offsets) == 2 * len(items) + 1 and offsets[-1] == len(data)
+    assert sizes.shape == (5, 2, 4) and sizes[0, 0].tolist() == [16, 24, 3, 1]
+    first = data[offsets[0]:offsets[1]].numpy().tobytes()
+    with kdb.open(shards[0]) as f:
+        assert first == bytes(f.read_episode(0).images.raw(0, "front"))
+    reference = collate(decoded.__getitems__(items))
+    out = decode_batch(batch, device="cpu")
+    assert set(out) == set(reference)
+    assert torch.equal(out["image.front"], reference["image.front"]) and out["image.front"].shape == (5, 2, 3, 16, 24)
+    assert torch.equal(out["state"], reference["state"])
+    floats = decode_batch(batch, image_format="float")
+    assert floats["image.front"].dtype == torch.float32 and float(floats["image.front"].max()) <= 1.0
+    single = packed[5]
+    assert isinstance(single["image.front"], list) and single["image.front"][1].startswith(b"\xff\xd8\xff")
+
+
+def test_packed_bytes_through_dataloader_workers(shards):
+    dataset = FrameDataset(shards, decode="none")
+    loader = torch.utils.data.DataLoader(dataset, batch_size=6, num_workers=2, collate_fn=collate)
+    reference = FrameDataset(shards, image_format="uint8")
+    for number, batch in enumerate(loader):
+        out = decode_batch(batch)
+        want = collate(reference.__getitems__(list(range(number * 6, min(len(dataset), number * 6 + 6)))))
+        assert torch.equal(out["image.front"], want["image.front"])
+    with pytest.raises(ValueError, match="collate_fn"):  # default collation gives lists of bytes
+        decode_batch(next(iter(torch.utils.data.DataLoader(dataset, batch_size=2))))
+
+
+def test_decode_batch_png_raw_and_cuda_errors(tmp_path):
+    png = write_shard(tmp_path / "png.kdb", 1, 3, compress="png")
+    raw = write_shard(tmp_path / "raw.kdb", 1, 3, compress=None)
+    for path in (png, raw):
+        batch = collate(FrameDataset(path, decode="none").__getitems__([0, 1, 2]))
+        want = collate(FrameDataset(path, image_format="uint8").__getitems__([0, 1, 2]))
+        assert torch.equal(decode_batch(batch)["image.front"], want["image.front"])
+        if not torch.cuda.is_available():
+            with pytest.raises(ValueError, match="CUDA is not available.*fallback=True"):
+                decode_batch(batch, device="cuda")
+        else:
+            with pytest.raises(ValueError, match="not a JPEG"):
+                decode_batch(batch, device="cuda")
+    batch = collate(FrameDataset(png, decode="none").__getitems__([0]))
+    if not torch.cuda.is_available():
+        out = decode_batch(batch, device="cuda", fallback=True)  # no CUDA here: the CPU path
+        assert out["image.front"].shape == (1, 3, 16, 24) and out["image.front"].device.type == "cpu"
+
+
+def _cuda_and_torchvision() -> str | None:
+    if not torch.cuda.is_available():
+        return "needs a CUDA GPU"
+    try:
+        import torchvision.io  # noqa: F401
+    except Exception as error:  # noqa: BLE001
+        return f"needs torchvision built for this torch ({error})"
+    return None
+
+
+@pytest.mark.skipif(_cuda_and_torchvision() is not None, reason=str(_cuda_and_torchvision()))
+def test_decode_batch_on_cuda_matches_cpu(shards):
+    batch = collate(FrameDataset(shards, decode="cuda").__getitems__(list(range(12))))
+    gpu = decode_batch(batch, device="cuda")
+    cpu = decode_batch(batch, device="cpu")
+    assert gpu["image.front"].device.type == "cuda" and gpu["image.front"].shape == cpu["image.front"].shape
+    difference = (gpu["image.front"].cpu().int() - cpu["image.front"].int()).abs()
+    assert float(difference.float().mean()) < 2.0  # nvJPEG and libjpeg-turbo round differently
+    assert gpu["state"].device.type == "cuda"
+
+
+def test_mixture_is_deterministic_and_proportional(shards):
+    datasets = [(FrameDataset(path, cameras=[]), weight) for path, weight in zip(shards, (0.5, 0.3, 0.2))]
+    mixture = MixtureDataset(datasets, seed=3, num_samples=10_000)
+    sources, inner = mixture.plan()
+    assert np.bincount(sources).tolist() == [5000, 3000, 2000]
+    again = MixtureDataset(datasets, seed=3, num_samples=10_000)
+    assert np.array_equal(again.plan()[0], sources) and np.array_equal(again.plan()[1], inner)
+    assert not np.array_equal(MixtureDataset(datasets, seed=4, num_samples=10_000).plan()[0], sources)
+    mixture.set_epoch(1)
+    assert not np.array_equal(mixture.plan()[0], sources)
+    mixture.set_epoch(0)
+    item = mixture[17]
+    number, within = int(sources[17]), int(inner[17])
+    assert int(item["dataset"]) == number and item["state"][0] == 100 * number
+    assert torch.equal(item["state"], datasets[number][0][within]["state"])
+    batch = collate(mixture.__getitems__(list(range(40))))
+    assert batch["dataset"].tolist() == sources[:40].tolist()
+    assert batch["state"][:, 0].tolist() == (100 * sources[:40]).tolist()
+
+
+def test_mixture_under_workers_and_rank_sharding(shards):
+    datasets = [(FrameDataset(path, horizon=2, image_format="uint8"), weight)
+                for path, weight in zip(shards, (0.5, 0.3, 0.2))]
+    mixture = MixtureDataset(datasets, seed=11, num_samples=200)
+    sources = mixture.plan()[0]
+    seen = {}
+    for rank in range(2):
+        sampler = torch.utils.data.DistributedSampler(mixture, num_replicas=2, rank=rank, shuffle=True, seed=5)
+        loader = torch.utils.data.DataLoader(mixture, batch_size=16, sampler=sampler, num_workers=2, collate_fn=collate)
+        order = list(sampler)
+        got = torch.cat([batch["dataset"] for batch in loader]).tolist()
+        assert got == sources[order].tolist()  # every worker and rank agrees on the mixture
+        for batch in loader:
+            assert batch["image.front"].shape[1:] == (3, 16, 24)
+            assert (batch["state"][:, 0] == 100 * batch["dataset"]).all()
+            break
+        seen[rank] = set(order)
+    assert not seen[0] & seen[1] and len(seen[0] | seen[1]) == 200
+
+
+def test_mixture_of_packed_datasets_keeps_items_in_place(shards):
+    datasets = [(FrameDataset(path, decode="none"), 1.0) for path in shards]
+    mixture = MixtureDataset(datasets, seed=2, num_samples=30)
+    batch = collate(mixture.__getitems__(list(range(30))))
+    assert mixture._one_kind is True  # same options: fetched straight into one batch
+    out = decode_batch(batch)
+    for row in (0, 7, 29):
+        item = mixture[row]
+        single = decode_batch(collate(datasets[int(item["dataset"])][0].__getitems__([int(item["index"])])))
+        assert torch.equal(out["image.front"][row], single["image.front"][0])
+    with pytest.raises(ValueError, match="weights"):
+        MixtureDataset([(datasets[0][0], -1.0)])
+
+
+def test_image_tables_are_parsed_once_and_bounded(shards, monkeypatch):
+    from arrayio.kdb import _shards
+
+    dataset = FrameDataset(shards, image_format="uint8")
+    reference = [dataset[item]["image.front"] for item in range(len(dataset))]
+    assert len(dataset.shards._tables) == 6  # one table per episode touched
+    table = dataset.shards._tables[(0, 0)]
+    dataset[1]
+    assert dataset.shards._tables[(0, 0)] is table  # not parsed again
+    monkeypatch.setattr(_shards, "IMAGE_TABLE_BUDGET", 12)
+    small = FrameDataset(shards, image_format="uint8")
+    batch = collate(small.__getitems__(list(range(len(small)))[::-1]))
+    assert sum(small.shards._table_sizes.values()) <= 12 and small.shards._table_images <= 12
+    for item, image in enumerate(reference):
+        assert torch.equal(batch["image.front"][len(small) - 1 - item], image)
+
+
+class _Plain(torch.utils.data.Dataset):
+    """A dataset of someone else's: items only, no batch fetching."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def __len__(self):
+        return len(self.inner)
+
+    def __getitem__(self, item):
+        return self.inner[item]
+
+
+@pytest.mark.parametrize("decode", ["cpu", "none"])
+def test_mixture_of_different_datasets_merges_in_item_order(shards, decode):
+    kind = {"decode": decode, "image_format": "uint8"}
+    first = FrameDataset(shards[0], **kind)
+    second = FrameDataset(shards[1], **kind)
+    other = _Plain(FrameDataset(shards[2], **kind)) if decode == "cpu" else FrameDataset(shards[2], decode="none")
+    mixture = MixtureDataset([(first, 1.0), (second, 1.0), (other, 1.0)], seed=5, num_samples=24)
+    assert mixture._one_kind is None
+    batch = collate(mixture.__getitems__(list(range(24))))
+    assert mixture._one_kind is False  # the generic path: per-dataset batches merged back
+    images = decode_batch(batch)["image.front"] if decode == "none" else batch["image.front"]
+    sources, inner = mixture.plan()
+    children = [first, second, other]
+    for row in range(24):
+        child = children[int(sources[row])]
+        item = child[int(inner[row])]
+        assert int(batch["dataset"][row]) == int(sources[row])
+        assert torch.equal(batch["state"][row], item["state"])
+        want = item["image.front"] if decode == "cpu" else decode_batch(
+            collate(children[int(sources[row])].__getitems__([int(inner[row])])))["image.front"][0]
+        assert torch.equal(images[row], want)
