@@ -32,6 +32,8 @@ from typing import Any, Literal
 import numpy as np
 
 from . import _registry
+from ._binary import atomic_write
+from ._sources import RemoteFile, is_url, resolve
 from .errors import UnsupportedError
 
 __all__ = ["TARGETS", "ConversionWarning", "convert", "source_format", "target_format"]
@@ -194,7 +196,7 @@ def _npy_source(target: Any) -> _Source:
     return _Source("npy", {"": {}}, [_plain_array("array", "array", array)], lambda: None)
 
 
-def source_format(target: Any) -> str:
+def source_format(target: Any, storage_options: dict | None = None) -> str:
     """The format of a conversion source: zarr, npz, npy, or an arrayio format (from its magic bytes)."""
     if isinstance(target, (str, os.PathLike)):
         text = os.fspath(target)
@@ -203,10 +205,8 @@ def source_format(target: Any) -> str:
             return _EXTENSIONS[suffix]
         if os.path.isdir(text):
             return "zarr"
-        if "://" in text:
-            for spec in _registry.FORMATS.values():
-                if suffix in spec.extensions:
-                    return spec.name
+        if is_url(text):
+            target = resolve(text, storage_options)
     name = _registry.detect(target)
     if name is None:
         _registry.module_of_file(target)  # raises the registry's "not a file of any known format"
@@ -240,7 +240,8 @@ def _open_source(target: Any, fmt: str, storage_options: dict | None) -> _Source
 
 @contextlib.contextmanager
 def _staged(target: Path) -> Iterator[Path]:
-    """A temporary path beside ``target``, renamed over it on success and removed on failure."""
+    """A temporary folder beside a zarr ``target``, renamed over it when complete and removed on failure
+    (files go through the formats' own atomic writers instead)."""
     folder = target.parent
     folder.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder))
@@ -317,20 +318,21 @@ def _mapping_arrays(source: _Source, target_name: str) -> list[_Array]:
     return source.arrays
 
 
-def _write_mapping(source: _Source, target_name: str, path: Path, progress: Progress) -> None:
+def _write_mapping(source: _Source, target_name: str, target: Any, spool: Path, progress: Progress) -> None:
     arrays = _mapping_arrays(source, target_name)
-    data = {array.key: _spooled(array, path.parent, progress) for array in arrays}
+    data = {array.key: _spooled(array, spool, progress) for array in arrays}
     if target_name == "npz":
-        _write_npz(data, path)
+        with atomic_write(target) as stream:
+            _write_npz(data, stream)
         return
-    _registry.module_for(target_name).dump(data, path)
+    _registry.module_for(target_name).dump(data, target)
 
 
-def _write_npz(data: dict[str, np.ndarray], path: Path) -> None:
+def _write_npz(data: dict[str, np.ndarray], stream: Any) -> None:
     """An .npz written member by member from the arrays' maps (np.savez would copy each one)."""
     import zipfile
 
-    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as archive:
+    with zipfile.ZipFile(stream, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as archive:
         for name, array in data.items():
             with archive.open(name + ".npy", "w", force_zip64=True) as member:
                 np.lib.format.write_array(member, array, allow_pickle=False)
@@ -344,17 +346,28 @@ def _single_array(source: _Source, target_name: str) -> _Array:
     return numeric[0]
 
 
-def _write_npy(array: _Array, path: Path, progress: Progress) -> None:
-    out = np.lib.format.open_memmap(path, mode="w+", dtype=array.dtype, shape=array.shape,
-                                    fortran_order=array.order == "F" and len(array.shape) > 1)
-    for region, block in array.blocks():
-        out[region] = block
+def _in_file_order(array: _Array) -> bool:
+    """True when the array's blocks, taken in order, are consecutive runs of its .npy data."""
+    if len(array.shape) < 2:
+        return True
+    if array.order == "F":
+        return tuple(array.chunks[:-1]) == tuple(array.shape[:-1])
+    return tuple(array.chunks[1:]) == tuple(array.shape[1:])
+
+
+def _write_npy(array: _Array, stream: Any, spool: Path, progress: Progress) -> None:
+    fortran = array.order == "F" and len(array.shape) > 1
+    if not _in_file_order(array):
+        np.lib.format.write_array(stream, _spooled(array, spool, progress), allow_pickle=False)
+        return
+    header = {"descr": np.lib.format.dtype_to_descr(array.dtype), "fortran_order": fortran, "shape": array.shape}
+    np.lib.format.write_array_header_2_0(stream, header)
+    for _region, block in array.blocks():
+        stream.write(np.asarray(block, dtype=array.dtype).tobytes(order="F" if fortran else "C"))
         progress(block.nbytes)
-    out.flush()
-    del out
 
 
-def _write_single(source: _Source, target_name: str, path: Path, progress: Progress) -> None:
+def _write_single(source: _Source, target_name: str, target: Any, spool: Path, progress: Progress) -> None:
     array = _single_array(source, target_name)
     metadata = array.attributes.get("metadata") if source.format in ("pycauset", "zarr") else None
     extra = set(array.attributes) - _ARRAY_FACTS - {"metadata", "active_slot", "generation"}
@@ -365,13 +378,14 @@ def _write_single(source: _Source, target_name: str, path: Path, progress: Progr
         _warn(f"{target_name} keeps no pycauset metadata: matrix_type {metadata.get('matrix_type')}, "
               f"properties {sorted(metadata.get('properties', {}) or {})} are left out")
     if target_name == "npy":
-        _write_npy(array, path, progress)
+        with atomic_write(target) as stream:
+            _write_npy(array, stream, spool, progress)
         return
-    values = _spooled(array, path.parent, progress)
+    values = _spooled(array, spool, progress)
     if target_name == "bloscpack":
         from . import bloscpack
 
-        bloscpack.pack_ndarray_to_file(values, path)
+        bloscpack.pack_ndarray_to_file(values, target)
         return
     from . import pycauset
 
@@ -380,13 +394,13 @@ def _write_single(source: _Source, target_name: str, path: Path, progress: Progr
         if metadata.get("matrix_type") not in (None, "DENSE_FLOAT", "INTEGER", "VECTOR"):
             _warn(f"pycauset: the {metadata.get('matrix_type')} matrix is saved dense")
         properties = metadata.get("properties") if isinstance(metadata.get("properties"), dict) else None
-    pycauset.save(values, path, properties=properties)
+    pycauset.save(values, target, properties=properties)
 
 
-def _write_kdb_npz(target: Any, path: Path, progress: Progress) -> None:
+def _write_kdb_npz(source: Any, target: Any, progress: Progress) -> None:
     from .kdb.convert import export_npz
 
-    export_npz(target, path, progress=lambda done, total: progress(0))
+    export_npz(source, target, progress=lambda done, total: progress(0))
 
 
 # --------------------------------------------------------------------------- the entry point
@@ -402,34 +416,42 @@ def convert(source: Any, target: Any, *, to: str | None = None, compression: str
     """
     if compression not in ("zstd", "blosc"):
         raise UnsupportedError(f"convert: compression must be 'zstd' or 'blosc', not {compression!r}")
-    source_name = source_format(source)
+    source_name = source_format(source, storage_options)
     target_name = target_format(target, to)
     if target_name not in TARGETS.get(source_name, ()):
         allowed = ", ".join(TARGETS.get(source_name, ())) or "nothing"
         raise UnsupportedError(f"convert: {source_name} -> {target_name} is not a conversion the models allow; "
                                f"{source_name} converts to {allowed}")
     report = progress or (lambda nbytes: None)
-    destination = Path(os.fspath(target))
-    with _staged(destination) as staging:
-        if source_name == "kdb" and target_name == "npz":
-            _write_kdb_npz(source, staging, report)
-            return target_name
-        opened = _open_source(source, source_name, storage_options)
-        try:
-            if target_name == "zarr":
+    if is_url(target):
+        if target_name == "zarr":
+            raise UnsupportedError(f"convert: zarr targets are local folders, not {target}")
+        spool = Path(tempfile.gettempdir())
+        output: Any = RemoteFile(target, storage_options) if storage_options else target
+    else:
+        output = Path(os.fspath(target))
+        output.parent.mkdir(parents=True, exist_ok=True)
+        spool = output.parent
+    if source_name == "kdb" and target_name == "npz":
+        _write_kdb_npz(resolve(source, storage_options) if is_url(source) else source, output, report)
+        return target_name
+    opened = _open_source(source, source_name, storage_options)
+    try:
+        if target_name == "zarr":
+            with _staged(output) as staging:
                 _write_zarr(opened, staging, compression, report)
-            elif target_name in _MAPPING:
-                _write_mapping(opened, target_name, staging, report)
-            else:
-                _write_single(opened, target_name, staging, report)
-        finally:
-            opened.close()
+        elif target_name in _MAPPING:
+            _write_mapping(opened, target_name, output, spool, report)
+        else:
+            _write_single(opened, target_name, output, spool, report)
+    finally:
+        opened.close()
     return target_name
 
 
 def total_bytes(source: Any, storage_options: dict | None = None) -> int:
     """Bytes of array data a conversion of ``source`` copies (for progress bars)."""
-    fmt = source_format(source)
+    fmt = source_format(source, storage_options)
     if fmt == "kdb":
         return 0
     opened = _open_source(source, fmt, storage_options)

@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pytest
 import zarr
-from conftest import KEYED
+from ecosystem_cases import KEYED
 
 import arrayio
 import arrayio.bloscpack as blp

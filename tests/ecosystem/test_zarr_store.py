@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import xarray as xr
 import zarr
-from conftest import KEYED
+from ecosystem_cases import KEYED
 
 import arrayio
 import arrayio.kastore as kastore

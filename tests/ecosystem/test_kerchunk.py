@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import xarray as xr
 import zarr
-from conftest import KEYED
+from ecosystem_cases import KEYED
 
 from arrayio.kerchunk import references
 from arrayio.zarr import key_of_zarr_path

@@ -8,24 +8,12 @@ import warnings
 
 import numpy as np
 import pytest
+from ecosystem_cases import KEYED
 
 import arrayio.bloscpack as blp
 import arrayio.kast as kast
 import arrayio.kastore as kastore
 from arrayio import kdb, pycauset
-
-KEYED = {
-    "nodes/time": np.linspace(0.0, 5.0, 11),
-    "nodes/flags": np.arange(11, dtype=np.uint32),
-    "edges/left": np.arange(7, dtype=np.float64),
-    "a": np.arange(5, dtype=np.int8),
-    "a/b": np.arange(3, dtype=np.int64),
-    "x/./y": np.arange(4, dtype=np.uint16),
-    "__meta": np.arange(2, dtype=np.int32),
-    "100% sure": np.arange(6, dtype=np.float32),
-    "edges/zarr.json": np.arange(2, dtype=np.uint8),
-    "big": np.arange(3000, dtype=np.int64),
-}
 
 
 @pytest.fixture
