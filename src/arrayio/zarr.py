@@ -534,11 +534,11 @@ def _episode_group(kdb: Any, position: int, meta: Any, step_dtype: Callable) -> 
     group.children["terminals"] = field_array("terminal", "is_terminal", None)
     images = group.group(["images"])
     episode_images = kdb.read_episode(position).images  # caches each frame's records once parsed
-    for camera in episode_images.cameras:
-        first = next(frame for frame in range(frames) if any(record.camera == camera
-                                                            for record in episode_images.records(frame)))
-        images.children[_segment(camera)] = _camera_array(kdb, episode_images, camera,
-                                                          episode_images.record(first, camera))
+    # The cameras of the first frame: finding every camera would walk every frame's records, which
+    # remotely reads the whole image section at open. A frame without one of them reads as zeros.
+    for record in episode_images.records(0) if frames else []:
+        if _segment(record.camera) not in images.children:
+            images.children[_segment(record.camera)] = _camera_array(kdb, episode_images, record.camera, record)
     return group
 
 
