@@ -410,13 +410,15 @@ def convert(source: Any, target: Any, *, to: str | None = None, compression: str
     """Convert ``source`` into a new ``target`` file or ``.zarr`` folder; returns the target format.
 
     ``to`` names the target format when the extension does not; ``compression``
-    (``zstd`` or ``blosc``) applies to zarr targets. ``progress(nbytes)`` is
+    (``zstd`` or ``blosc``) applies to zarr targets; ``storage_options`` to the side(s) that are URLs. ``progress(nbytes)`` is
     called as array bytes are copied. Warnings (``ConversionWarning``) name
     what the target cannot hold.
     """
     if compression not in ("zstd", "blosc"):
         raise UnsupportedError(f"convert: compression must be 'zstd' or 'blosc', not {compression!r}")
-    source_name = source_format(source, storage_options)
+    # storage_options serve whichever side is a URL (both, when both are)
+    source_options = storage_options if is_url(source) else None
+    source_name = source_format(source, source_options)
     target_name = target_format(target, to)
     if target_name not in TARGETS.get(source_name, ()):
         allowed = ", ".join(TARGETS.get(source_name, ())) or "nothing"
@@ -433,9 +435,9 @@ def convert(source: Any, target: Any, *, to: str | None = None, compression: str
         output.parent.mkdir(parents=True, exist_ok=True)
         spool = output.parent
     if source_name == "kdb" and target_name == "npz":
-        _write_kdb_npz(resolve(source, storage_options) if is_url(source) else source, output, report)
+        _write_kdb_npz(resolve(source, source_options) if is_url(source) else source, output, report)
         return target_name
-    opened = _open_source(source, source_name, storage_options)
+    opened = _open_source(source, source_name, source_options)
     try:
         if target_name == "zarr":
             with _staged(output) as staging:
@@ -451,6 +453,7 @@ def convert(source: Any, target: Any, *, to: str | None = None, compression: str
 
 def total_bytes(source: Any, storage_options: dict | None = None) -> int:
     """Bytes of array data a conversion of ``source`` copies (for progress bars)."""
+    storage_options = storage_options if is_url(source) else None
     fmt = source_format(source, storage_options)
     if fmt == "kdb":
         return 0

@@ -10,6 +10,7 @@ import xarray as xr
 import zarr
 from remote_samples import SAMPLES
 
+import arrayio
 import arrayio.zarr
 from arrayio.zarr import open_store
 
@@ -114,3 +115,22 @@ def test_kerchunk_references_of_a_remote_file_read_over_http(served, kind):
     local = arrays_of(open_store(path))
     for name, values in local.items():
         assert np.array_equal(remote[name][...], values), name
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_convert_from_and_to_urls(served, backend, tmp_path, s3_options):
+    import arrayio.bloscpack as blp
+    from arrayio import kast
+    from arrayio.convert import convert
+
+    url, options, _counts, path = served("bloscpack/ours", backend)
+    convert(url, tmp_path / "from-url.zarr", storage_options=options or None)
+    assert np.array_equal(zarr.open_group(str(tmp_path / "from-url.zarr"), mode="r")["array"][...],
+                          blp.unpack_ndarray_from_file(path))
+    kas_url, kas_options, _counts, kas_path = served("kastore/ours", backend)
+    if backend == "s3":
+        target = kas_url.rsplit("/", 1)[0] + "/converted.kast"
+        convert(kas_path, target, storage_options=s3_options)
+        with kast.load(target, storage_options=s3_options) as converted, arrayio.open(kas_path) as original:
+            assert set(converted) == set(original)
+            assert all(np.array_equal(converted[key], original[key]) for key in original)
