@@ -410,7 +410,8 @@ def convert(source: Any, target: Any, *, to: str | None = None, compression: str
     """Convert ``source`` into a new ``target`` file or ``.zarr`` folder; returns the target format.
 
     ``to`` names the target format when the extension does not; ``compression``
-    (``zstd`` or ``blosc``) applies to zarr targets; ``storage_options`` to the side(s) that are URLs. ``progress(nbytes)`` is
+    (``zstd`` or ``blosc``) applies to zarr targets; ``storage_options`` to the side(s)
+    that are URLs. ``progress(nbytes)`` is
     called as array bytes are copied. Warnings (``ConversionWarning``) name
     what the target cannot hold.
     """
