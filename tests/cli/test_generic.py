@@ -105,7 +105,7 @@ def test_cli_validate_json(cli, kas_file):
 
 def test_cli_convert_refuses_lossy_pairs(cli, kas_file, tmp_path):
     result = cli("convert", kas_file, tmp_path / "out.blp")
-    assert result.returncode == 2 and b"key -> array formats only" in result.stderr
+    assert result.returncode == 2 and b"not a conversion the models allow" in result.stderr
     result = cli("convert", kas_file, tmp_path / "out.unknown")
     assert result.returncode == 1 and b"extension" in result.stderr
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -18,20 +19,14 @@ import click
 from .. import __version__
 from .. import info as file_info
 from .. import validate as file_problems
-from .._registry import (
-    FORMATS,
-    available_formats,
-    format_for_extension,
-    module_for,
-    module_of_file,
-)
-from .._sources import RemoteFile, is_url, resolve
+from .._registry import available_formats, module_for, module_of_file
 from ..errors import ArrayIOError, FormatError, Problem
 from ._common import (
     emit_json,
     fail,
     json_option,
     problem_object,
+    progress,
     run,
     storage_option,
     storage_options_of,
@@ -193,24 +188,47 @@ def cat(file: str, key: str, storage_options: tuple[str, ...]) -> None:
 
 
 @main.command()
-@click.argument("source", type=click.Path(dir_okay=False))
-@click.argument("target", type=click.Path(dir_okay=False))
+@click.argument("source")
+@click.argument("target")
+@click.option("--to", "to", help="Target format (kastore, kast, bloscpack, pycauset, zarr, npz, npy); "
+              "default: TARGET's extension.")
+@click.option("--compression", type=click.Choice(["zstd", "blosc"]), default="zstd", show_default=True,
+              help="Compression of zarr targets.")
 @storage_option
-def convert(source: str, target: str, storage_options: tuple[str, ...]) -> None:
-    """Convert SOURCE to TARGET (paths or URLs; the format chosen by TARGET's extension)."""
-    shown_source, shown_target = source, target
-    options = storage_options_of(storage_options)
-    source = resolve(source, options) if is_url(source) else source
-    target = RemoteFile(target, options) if is_url(target) and options else target
-    source_module = module_of_file(source)
-    target_name = format_for_extension(shown_target)
-    target_module = module_for(target_name)
-    if FORMATS[source_module.FORMAT_NAME].model != "mapping" or FORMATS[target_name].model != "mapping":
-        fail(f"convert supports key -> array formats only; {source_module.FORMAT_NAME} -> {target_name} "
-             "is not a lossless conversion", 2)
-    with source_module.load(source) as store:
-        target_module.dump(store, target)
-    click.echo(f"{shown_source} ({source_module.FORMAT_NAME}) -> {shown_target} ({target_name})")
+def convert(source: str, target: str, to: str | None, compression: str, storage_options: tuple[str, ...]) -> None:
+    """Convert SOURCE to TARGET chunk by chunk (paths or URLs; arrayio's five formats, .zarr, .npz, .npy)."""
+    from ..convert import TARGETS, source_format, target_format, total_bytes
+    from ..convert import convert as convert_file
+
+    options = storage_options_of(storage_options) or None
+    source_name, target_name = source_format(source, options), target_format(target, to)
+    if target_name not in TARGETS.get(source_name, ()):
+        fail(f"convert: {source_name} -> {target_name} is not a conversion the models allow; {source_name} "
+             f"converts to {', '.join(TARGETS.get(source_name, ()))}", 2)
+    with progress(os.path.basename(source), total_bytes(source, options) or None, unit="bytes") as bar:
+        convert_file(source, target, to=to, compression=compression, storage_options=options,
+                     progress=bar.advance)
+    click.echo(f"{source} ({source_name}) -> {target} ({target_name})")
+
+
+@main.command()
+@click.argument("file")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the references here (default: stdout).")
+@storage_option
+def refs(file: str, output: str | None, storage_options: tuple[str, ...]) -> None:
+    """Write kerchunk references (version 1) for FILE's arrays, and what was left out."""
+    from ..kerchunk import references
+
+    result = references(file, storage_options_of(storage_options) or None)
+    text = json.dumps(result, indent=1, ensure_ascii=False)
+    if output is None:
+        click.echo(text)
+        return
+    Path(output).write_text(text + "\n", encoding="utf-8")
+    for item in result["left_out"]:
+        click.echo(f"left out {item['path']}: {item['reason']}", err=True)
+    click.echo(f"{file} -> {output} ({sum(1 for value in result['refs'].values() if isinstance(value, list))} "
+               "byte ranges)")
 
 
 def _demo_one(name: str, folder: Path) -> dict[str, Any]:

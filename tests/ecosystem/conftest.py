@@ -1,0 +1,101 @@
+"""Sample files of every format for the zarr, kerchunk and convert tests."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import warnings
+
+import numpy as np
+import pytest
+from ecosystem_cases import KEYED
+
+import arrayio.bloscpack as blp
+import arrayio.kast as kast
+import arrayio.kastore as kastore
+from arrayio import kdb, pycauset
+
+
+@pytest.fixture
+def small_chunks(monkeypatch):
+    """Row blocks of 1 KiB instead of 64 MiB, so small files have many chunks."""
+    import arrayio.zarr
+
+    monkeypatch.setattr(arrayio.zarr, "MAX_CHUNK_BYTES", 1024)
+    return 1024
+
+
+@pytest.fixture
+def kas_file(tmp_path):
+    path = tmp_path / "sample.kas"
+    kastore.dump(KEYED, path)
+    return path
+
+
+@pytest.fixture
+def kast_file(tmp_path):
+    path = tmp_path / "sample.kast"
+    kast.dump(KEYED, path)
+    return path
+
+
+def blp_array(shape=(1000, 7), dtype="<f8", order="C"):
+    array = np.arange(int(np.prod(shape)), dtype=dtype).reshape(shape)
+    return np.asfortranarray(array) if order == "F" else array
+
+
+@pytest.fixture
+def blp_file(tmp_path):
+    """Chunks of 5600 bytes = 100 rows of 7 float64, aligned with rows; 1003 rows leave a short last chunk."""
+    array = blp_array((1003, 7))
+    path = tmp_path / "aligned.blp"
+    blp.pack_ndarray_to_file(array, path, chunk_size=5600)
+    return path, array
+
+
+@pytest.fixture
+def blp_unaligned(tmp_path):
+    """Chunks of 1000 bytes: not a multiple of the 56-byte rows, so chunks straddle rows."""
+    array = blp_array((997, 7))
+    path = tmp_path / "unaligned.blp"
+    blp.pack_ndarray_to_file(array, path, chunk_size=1000)
+    return path, array
+
+
+@pytest.fixture
+def kdb_file(tmp_path):
+    rng = np.random.default_rng(1)
+    path = tmp_path / "demos.kdb"
+    episodes = []
+    with kdb.Writer(path, compress="png") as writer:
+        for frames, task in ((6, "pick"), (4, "place")):
+            states = rng.random((frames, 5), dtype=np.float32)
+            actions = rng.random((frames, 2), dtype=np.float32)
+            images = rng.integers(0, 255, (frames, 8, 6, 3), dtype=np.uint8)
+            writer.add_episode(states, actions, images={"front": images}, task=task, fps=15, success=True)
+            episodes.append((states, actions, images))
+    return path, episodes
+
+
+@pytest.fixture
+def pycauset_file(tmp_path):
+    path = tmp_path / "m.pycauset"
+    matrix = np.arange(300, dtype=np.float64).reshape(60, 5) / 7
+    pycauset.save(matrix, path, properties={"note": "sample", "seed": 3})
+    return path, matrix
+
+
+@pytest.fixture(scope="session")
+def reference_pycauset():
+    """The pycauset 0.6.1 package, imported from a scratch folder (it makes ./.pycauset/)."""
+    folder = tempfile.mkdtemp(prefix="pycauset-backing-")
+    previous = os.getcwd()
+    os.chdir(folder)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            module = pytest.importorskip("pycauset")
+        module.set_backing_dir(folder)
+    finally:
+        os.chdir(previous)
+    return module
