@@ -8,7 +8,8 @@ appends 1 MiB with ``arrayio.bloscpack.append`` and with bloscpack 0.16.0's in-p
 and times the two limits of ours: an fsync'd write of the appended chunks alone (what an
 in-place append must at least do) and the kernel copy of the file (``copy_file_range`` +
 fsync, what ours adds where the file system cannot reflink). Minimum of --repeat runs, page
-cache warm (``--quick``: 4M,16M, best of 2). Numbers come from whatever machine runs this; on a shared 2-core box they are noisy.
+cache warm (``--quick``: 4M,16M, best of 2). Numbers come from whatever machine runs this; on
+a shared 2-core box they are noisy.
 """
 
 from __future__ import annotations
@@ -23,9 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import _rows  # before this folder leaves the path
 import numpy as np
-
-import _rows  # noqa: E402  (before this folder leaves the path)
 
 # benchmarks/bloscpack.py would shadow the reference package: drop this folder from the path
 sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != Path(__file__).resolve().parent]
