@@ -100,17 +100,17 @@ def main() -> None:
         print(f"  in-process str/join limit: {limit:.2f} s (+ start-up {floor:.2f} s)")
         print(f"  ratio: arrayio is {theirs / ours:.2f}x kastore dump's speed, {ours / (limit + floor):.2f}x the limit's "
               f"time, {ours_rss / theirs_rss:.2f}x its memory")
-    rows = [_rows.row("cli", f"cat | head -1, {array_mib:.0f} MiB array", head, limit=floor,
+    rows = [_rows.row("cli", f"cat piped to head -1, {array_mib:.0f} MiB array", head, limit=floor,
                       limit_name="arrayio --version", note=f"peak RSS {head_rss:.0f} MiB"),
-            _rows.row("cli", "cat | head -1, peak RSS", head_rss, limit=floor_rss, limit_name="arrayio --version",
-                      unit="MiB", note=f"{head_rss / array_mib:.1%} of the array"),
+            _rows.row("cli", "cat piped to head -1, peak RSS", head_rss, limit=floor_rss,
+                      limit_name="arrayio --version", unit="MiB", note=f"{head_rss / array_mib:.1%} of the array"),
             _rows.row("cli", f"cat, {options.dump_values:,} values", options.dump_values / ours,
                       reference=options.dump_values / theirs, reference_name="python -m kastore dump",
                       limit=options.dump_values / (limit + floor), limit_name="str/join in process + start-up",
                       unit="lines/s", higher_is_better=True),
             _rows.row("cli", "cat, peak RSS", ours_rss, reference=theirs_rss, reference_name="python -m kastore dump",
                       unit="MiB")]
-    _rows.write(options.json_path, "cli", f"cat | head -1 on {options.values:,} int64, full cat of "
+    _rows.write(options.json_path, "cli", f"cat piped to head -1 on {options.values:,} int64, full cat of "
                 f"{options.dump_values:,} int64; best of {options.repeat}, a fresh process each", rows)
 
 

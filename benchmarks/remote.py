@@ -369,8 +369,9 @@ def run(args: argparse.Namespace, folder: Path) -> list[dict]:
             print(f"| {label} | {seconds:.2f} s | {row['nbytes'] / seconds / 1e9:.2f} GB/s | "
                   f"{seconds / row['memory']:.2f}x |")
         rows.append(_rows.row("remote", "dask: to_dask(url).sum()", row["remote"], reference=row["local"],
-                              reference_name="local unpack_ndarray_from_file(path).sum()", limit=row["memory"],
-                              limit_name="same chunks persisted in worker memory", target="<= 1.5x in-memory"))
+                              reference_name="local unpack_ndarray_from_file(path).sum(), no cluster",
+                              limit=row["memory"], limit_name="same chunks persisted in worker memory",
+                              target="<= 1.5x in-memory"))
     server.stop()
     return rows
 
