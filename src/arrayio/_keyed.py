@@ -23,9 +23,9 @@ import numpy as np
 
 from ._binary import Source, is_path
 from ._readers import ReaderBase
+from ._sources import is_remote, is_url, resolve
 from ._text import value_lines
 from .errors import ClosedError, ErrorKinds, FormatError, Problem, UnsupportedError, current_origin, offsets_from
-from ._sources import is_remote, is_url, resolve
 
 __all__ = [
     "DTYPES", "ITEMSIZES", "ValueInfo", "UnsupportedDtypeError", "KeyDecodeError",

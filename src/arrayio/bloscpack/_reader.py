@@ -22,8 +22,8 @@ import blosc
 import numpy as np
 
 from .._binary import Source, atomic_write, release_pages
-from .._sources import is_remote, is_url, resolve
 from .._readers import ReaderBase
+from .._sources import is_remote, is_url, resolve
 from ..errors import Problem
 from ._errors import ERRORS, FileClosedError, NotANumpyArray
 from ._records import (

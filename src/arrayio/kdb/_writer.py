@@ -23,8 +23,8 @@ import numpy as np
 
 from .._binary import U64_MAX, output_stream
 from .._binary import Writer as StreamWriter
-from ..errors import WriteError
 from .._sources import is_url
+from ..errors import WriteError
 from . import _images
 from ._codec import check_f32, encode_meta, encode_utf8, step_dtype
 from ._images import EncodedImage

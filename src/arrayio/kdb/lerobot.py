@@ -163,7 +163,8 @@ def _episode_table(root: Path, info: dict, video_keys: list[str]) -> dict[int, d
                 table[int(row["episode_index"])] = {"tasks": list(row.get("tasks") or []), "videos": videos}
     elif (meta / "episodes.jsonl").exists():
         chunks = int(info.get("chunks_size", CHUNKS_SIZE))
-        template = info.get("video_path") or "videos/chunk-{episode_chunk:03d}/{video_key}/episode_{episode_index:06d}.mp4"
+        template = info.get("video_path") or (
+            "videos/chunk-{episode_chunk:03d}/{video_key}/episode_{episode_index:06d}.mp4")
         for record in _read_jsonl(meta / "episodes.jsonl"):
             index = int(record["episode_index"])
             videos = {key: (root / template.format(episode_chunk=index // chunks, video_key=key, episode_index=index),
@@ -475,7 +476,8 @@ def _export(kdb: Any, root: Path, *, video: bool, codec: str, crf: int | None, r
                 for field in schema:
                     if field.name in keys.values():
                         camera = camera_name(field.name)
-                        arrays.append(pa.array([{"bytes": _png(episode, camera, frame), "path": f"frame-{frame:06d}.png"}
+                        arrays.append(pa.array([{"bytes": _png(episode, camera, frame),
+                                                 "path": f"frame-{frame:06d}.png"}
                                                 for frame in range(frames)], type=field.type))
                     elif pa.types.is_fixed_size_list(field.type):
                         values = columns[field.name]
@@ -515,7 +517,8 @@ def _export(kdb: Any, root: Path, *, video: bool, codec: str, crf: int | None, r
         "chunks_size": CHUNKS_SIZE, "data_files_size_in_mb": 100, "video_files_size_in_mb": 200,
         "fps": int(fps) if float(fps).is_integer() else fps, "splits": {"train": f"0:{len(metas)}"},
         "data_path": "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet",
-        "video_path": "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4" if video and keys else None,
+        "video_path": ("videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4"
+                       if video and keys else None),
         "features": features,
     }
     (root / "meta" / "info.json").write_text(json.dumps(info, indent=4), "utf-8")
@@ -668,7 +671,8 @@ class _VideoWriter:
         self.path = path
         self.rate = Fraction(fps).limit_denominator(1001)
         self._container = av.open(os.fspath(path), "w", options={"movflags": "faststart"})
-        options = {"crf": str(30 if crf is None else crf)} if codec == "av1" else {"crf": str(23 if crf is None else crf)}
+        default_crf = 30 if codec == "av1" else 23
+        options = {"crf": str(default_crf if crf is None else crf)}
         if codec == "av1":
             options["preset"] = "12"
         self._stream = self._container.add_stream(VIDEO_CODECS[codec], rate=self.rate, options=options)

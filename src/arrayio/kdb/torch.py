@@ -265,7 +265,8 @@ class FrameDataset(Dataset):
             camera = output.field[len("image."):]
             frames = rows[output.key][0][members]
             table = tables.get(camera)
-            missing = frames.reshape(-1) if table is None else frames.reshape(-1)[table["length"][frames.reshape(-1)] < 0]
+            wanted = frames.reshape(-1)
+            missing = wanted if table is None else wanted[table["length"][wanted] < 0]
             if len(missing):
                 raise KeyError(f"kdb: shard {shard} episode {position} frame {int(missing[0])} has no image of "
                                f"camera {camera!r}")
@@ -455,7 +456,8 @@ def decode_batch(batch: Mapping[str, Any], device: Any = "cpu", *, image_format:
     ``device="cuda"`` decodes each camera's JPEGs in one batched nvJPEG call
     (``torchvision.io.decode_jpeg``); PNG or raw images, or a machine without
     CUDA or torchvision, raise unless ``fallback=True``, which decodes those on
-    the CPU instead (and keeps everything on the CPU when there is no CUDA). ``image_format="float"`` gives float32 in [0, 1].
+    the CPU instead (and keeps everything on the CPU when there is no CUDA).
+    ``image_format="float"`` gives float32 in [0, 1].
     """
     _check_image_format(image_format)
     target = torch.device(device)
@@ -724,7 +726,7 @@ class MixtureDataset(Dataset):
 def _merge(parts: list[tuple[np.ndarray, dict[str, Any]]], size: int, packed: set[str]) -> dict[str, Any]:
     """One batch of ``size`` items from per-dataset batches, each item back at its place."""
     keys = list(parts[0][1])
-    for members, batch in parts[1:]:
+    for _, batch in parts[1:]:
         if set(batch) != set(keys):
             raise ValueError(f"kdb: mixture datasets give different keys: {sorted(keys)} vs {sorted(batch)}")
     if len(parts) == 1 and np.array_equal(parts[0][0], np.arange(size)):
