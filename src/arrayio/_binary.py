@@ -106,8 +106,9 @@ class Record:
         self.size = position
         self.fields = tuple(names)
         self._struct = struct.Struct("".join(struct_codes))
-        self.tuple_type = namedtuple(name.title().replace(" ", "").replace("-", ""), names)  # type: ignore[misc]
+        self.tuple_type: Any = namedtuple(name.title().replace(" ", "").replace("-", ""), names)  # type: ignore[misc]
         self.dtype = np.dtype({"names": names, "formats": formats, "offsets": offsets, "itemsize": position})
+        self._field_dtypes = {field: np.dtype(dtype_code) for field, dtype_code in zip(names, formats)}
         # For hot loops over variable-length data: a plain tuple, no namedtuple, no bounds check
         # (struct.error past the end; the caller explains it).
         self.unpack_plain = self._struct.unpack_from
@@ -128,13 +129,13 @@ class Record:
         for field in self.fields:
             value = values.get(field)
             if value is None:
-                value = b"" if self.dtype.fields[field][0].kind == "V" else 0
+                value = b"" if self._field_dtypes[field].kind == "V" else 0
             ordered.append(value)
         return self._struct.pack(*ordered)
 
     def field_unpacker(self, field: str) -> Any:
         """A fast ``unpack_from(buffer, offset)`` of one scalar field, taking the record's offset."""
-        return struct.Struct("<" + self.dtype.fields[field][0].char).unpack_from
+        return struct.Struct("<" + self._field_dtypes[field].char).unpack_from
 
     def unpack(self, buffer: Any, offset: int = 0) -> Any:
         """Decode one record from ``buffer`` at ``offset`` (caller guarantees the length)."""
@@ -337,7 +338,7 @@ class GuardedFile(io.FileIO):
         super().__init__(fd, "wb", closefd=closefd)
         self.target = path
 
-    def write(self, data: Any) -> int:  # type: ignore[override]
+    def write(self, data: Any) -> int:
         """Write through the seam; an OS error becomes a WriteError naming the path."""
         return _os_call("write", self.target, io.FileIO.write, self, data)
 
@@ -357,7 +358,7 @@ def truncate_at(fd: int, length: int, path: str | None = None) -> None:
 
 
 def _contiguous_bytes(array: np.ndarray) -> memoryview:
-    return memoryview(np.ascontiguousarray(array)).cast("B")
+    return np.ascontiguousarray(array).data.cast("B")
 
 
 class Writer:
@@ -626,9 +627,9 @@ def _guarded_stream(fd: int, path: str, buffering: int = -1, closefd: bool = Tru
     """A binary write stream over ``fd`` whose OS calls pass the I/O seam (buffered unless 0)."""
     raw = GuardedFile(fd, path, closefd=closefd)
     if buffering == 0:
-        return raw  # type: ignore[return-value]
+        return raw
     size = buffering if buffering > 1 else io.DEFAULT_BUFFER_SIZE
-    return io.BufferedWriter(raw, size)  # type: ignore[return-value]
+    return io.BufferedWriter(raw, size)
 
 
 @contextlib.contextmanager
@@ -706,7 +707,7 @@ def read_exactly(stream: Any, length: int, errors: ErrorKinds, what: str, offset
             grown = np.empty(min(wanted, 2 * len(buffer)), dtype=np.uint8)
             grown[:filled] = buffer
             buffer = grown
-        with memoryview(buffer) as whole:
+        with buffer.data as whole:
             target = whole[filled:]
             if hasattr(stream, "readinto"):
                 count = stream.readinto(target)
@@ -718,7 +719,7 @@ def read_exactly(stream: Any, length: int, errors: ErrorKinds, what: str, offset
         if not count:
             raise errors.truncated_at(what, offset, length, offset + filled - len(prefix))
         filled += count
-    return memoryview(buffer)
+    return buffer.data
 
 
 def release_pages(source: Source, offset: int, length: int) -> None:
