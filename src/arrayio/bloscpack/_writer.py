@@ -101,7 +101,7 @@ def metadata_section(metadata: Any, metadata_args: MetadataArgs,
 
 def _compressor(data: np.ndarray, chunk_size: int, blosc_args: BloscArgs,
                 checksum: Checksum) -> Callable[[int], tuple[bytes, bytes]]:
-    view = memoryview(data)
+    view = data.data
     shuffle = int(blosc_args.shuffle)
 
     def compress(index: int) -> tuple[bytes, bytes]:

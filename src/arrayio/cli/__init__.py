@@ -201,7 +201,7 @@ def convert(source: str, target: str, storage_options: tuple[str, ...]) -> None:
     shown_source, shown_target = source, target
     options = storage_options_of(storage_options)
     source = resolve(source, options) if is_url(source) else source
-    target = RemoteFile(target, options) if is_url(target) and options else target
+    output: str | RemoteFile = RemoteFile(target, options) if is_url(target) and options else target
     source_module = module_of_file(source)
     target_name = format_for_extension(shown_target)
     target_module = module_for(target_name)
@@ -209,7 +209,7 @@ def convert(source: str, target: str, storage_options: tuple[str, ...]) -> None:
         fail(f"convert supports key -> array formats only; {source_module.FORMAT_NAME} -> {target_name} "
              "is not a lossless conversion", 2)
     with source_module.load(source) as store:
-        target_module.dump(store, target)
+        target_module.dump(store, output)
     click.echo(f"{shown_source} ({source_module.FORMAT_NAME}) -> {shown_target} ({target_name})")
 
 
