@@ -241,7 +241,7 @@ class _EpisodeRun:
         actions = _matrix_of(rows.slice(0, 1), _vector_columns(rows, "action"))
         task_index = rows.column("task_index")[0].as_py() if "task_index" in rows.column_names else None
         listed = self.episodes.get(episode_index, {}).get("tasks") or [""]
-        task = self.tasks.get(task_index, listed[0])
+        task = listed[0] if task_index is None else self.tasks.get(task_index, listed[0])
         if self.video_keys and episode_index not in self.episodes:
             raise ValueError(f"kdb: episode {episode_index} is not in the episode metadata (its videos are unknown)")
         self.writer.begin_episode(state_dim=states.shape[1], action_dim=actions.shape[1], embodiment=self.embodiment,
@@ -263,7 +263,8 @@ class _EpisodeRun:
         else:
             times = (self.frame + np.arange(rows.num_rows)) / self.fps
         images = {camera: rows.column(column).to_pylist() for camera, column in _image_columns(rows).items()}
-        videos = self.episodes.get(self.episode_index, {}).get("videos", {})
+        known = {} if self.episode_index is None else self.episodes.get(self.episode_index, {})
+        videos = known.get("videos", {})
         for row in range(rows.num_rows):
             frame_images: dict[str, Any] = {
                 camera: _encoded(cells[row]["bytes"], f"episode {self.episode_index} {camera} row {row}")
@@ -347,6 +348,7 @@ class _VideoReader:
 
         tolerance = self.tolerance_s
         if self._current is not None and seconds < self._current[0] - tolerance:
+            assert self._stream.time_base is not None  # set on every opened stream
             self._container.seek(max(0, int(seconds / self._stream.time_base)), stream=self._stream, backward=True)
             self._restart()
         while True:
@@ -467,10 +469,10 @@ def _export(kdb: Any, root: Path, *, video: bool, codec: str, crf: int | None, r
                     accumulator.add(columns[name])
                     episode_stats[name] = episode_stat
                 for camera, key in keys.items():
-                    episode_stat = episode_stats[key] = _ImageStats()
+                    image_stat = episode_stats[key] = _ImageStats()
                     for frame in _stat_frames(frames):
                         pixels = episode.images.frame(frame, [camera])[camera]
-                        episode_stat.add(pixels)
+                        image_stat.add(pixels)
                         image_stats[key].add(pixels)
                 arrays = []
                 for field in schema:
@@ -523,7 +525,8 @@ def _export(kdb: Any, root: Path, *, video: bool, codec: str, crf: int | None, r
     }
     (root / "meta" / "info.json").write_text(json.dumps(info, indent=4), "utf-8")
     (root / "meta" / "stats.json").write_text(
-        json.dumps({name: accumulator.result() for name, accumulator in {**stats, **image_stats}.items()}, indent=4),
+        json.dumps({**{name: accumulator.result() for name, accumulator in stats.items()},
+                    **{name: accumulator.result() for name, accumulator in image_stats.items()}}, indent=4),
         "utf-8")
     return len(metas)
 
@@ -609,6 +612,7 @@ class _Stats:
             self.total, self.squares = rows.sum(0), (rows ** 2).sum(0)
             self.low, self.high = rows.min(0), rows.max(0)
         else:
+            assert self.squares is not None and self.low is not None and self.high is not None  # set with total
             self.total += rows.sum(0)
             self.squares += (rows ** 2).sum(0)
             self.low, self.high = np.minimum(self.low, rows.min(0)), np.maximum(self.high, rows.max(0))
@@ -616,6 +620,8 @@ class _Stats:
 
     def result(self) -> dict[str, list]:
         """The statistics as lists (the stats.json form)."""
+        if self.total is None or self.squares is None or self.low is None or self.high is None:
+            raise ValueError("kdb: no values to summarise")
         mean = self.total / self.count
         std = np.sqrt(np.maximum(self.squares / self.count - mean ** 2, 0))
         return {"min": self.low.tolist(), "max": self.high.tolist(), "mean": mean.tolist(), "std": std.tolist(),
@@ -675,7 +681,9 @@ class _VideoWriter:
         options = {"crf": str(default_crf if crf is None else crf)}
         if codec == "av1":
             options["preset"] = "12"
-        self._stream = self._container.add_stream(VIDEO_CODECS[codec], rate=self.rate, options=options)
+        stream = self._container.add_stream(VIDEO_CODECS[codec], rate=self.rate, options=options)
+        assert isinstance(stream, av.VideoStream)  # a video codec gives a video stream
+        self._stream = stream
         self._stream.height, self._stream.width = int(shape[0]), int(shape[1])
         self._stream.pix_fmt = "yuv420p"
         self._stream.codec_context.gop_size = 2
