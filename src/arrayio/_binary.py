@@ -17,7 +17,7 @@ import struct
 import tempfile
 from collections import namedtuple
 from pathlib import Path
-from typing import IO, Any, BinaryIO, Callable, Iterable, Iterator, Sequence, Union
+from typing import IO, Any, BinaryIO, Callable, Generic, Iterable, Iterator, Sequence, TypeVar, Union, overload
 
 import numpy as np
 
@@ -65,15 +65,29 @@ def is_path(target: Any) -> bool:
     return isinstance(target, (str, bytes, os.PathLike))
 
 
-class Record:
+RecordTuple = TypeVar("RecordTuple", bound=tuple)
+
+
+class Record(Generic[RecordTuple]):
     """A fixed-size little-endian record declared once as (field, type) pairs.
 
     From the declaration come ``pack``, ``unpack``/``read`` (a namedtuple of
     the named fields), ``read_array`` (a zero-copy numpy structured view of N
-    consecutive records) and ``offset_of`` for error messages.
+    consecutive records) and ``offset_of`` for error messages. ``tuple_type``
+    (a ``typing.NamedTuple`` with the same field names) gives ``read`` a type
+    that editors and mypy see; without it the namedtuple is made here.
     """
 
-    def __init__(self, name: str, fields: Sequence[tuple[str | None, str]], size: int | None = None) -> None:
+    @overload
+    def __init__(self: Record[Any], name: str, fields: Sequence[tuple[str | None, str]],
+                 size: int | None = None) -> None: ...
+
+    @overload
+    def __init__(self: Record[RecordTuple], name: str, fields: Sequence[tuple[str | None, str]],
+                 size: int | None = None, *, tuple_type: type[RecordTuple]) -> None: ...
+
+    def __init__(self, name: str, fields: Sequence[tuple[str | None, str]], size: int | None = None, *,
+                 tuple_type: Any = None) -> None:
         self.name = name
         struct_codes = ["<"]
         names: list[str] = []
@@ -106,7 +120,10 @@ class Record:
         self.size = position
         self.fields = tuple(names)
         self._struct = struct.Struct("".join(struct_codes))
-        self.tuple_type: Any = namedtuple(name.title().replace(" ", "").replace("-", ""), names)  # type: ignore[misc]
+        if tuple_type is not None and tuple(tuple_type._fields) != tuple(names):
+            raise ValueError(f"{name}: {tuple_type.__name__} has fields {tuple_type._fields}, declared {names}")
+        self.tuple_type: Any = tuple_type or namedtuple(
+            name.title().replace(" ", "").replace("-", ""), names)
         self.dtype = np.dtype({"names": names, "formats": formats, "offsets": offsets, "itemsize": position})
         self._field_dtypes = {field: np.dtype(dtype_code) for field, dtype_code in zip(names, formats)}
         # For hot loops over variable-length data: a plain tuple, no namedtuple, no bounds check
@@ -137,11 +154,11 @@ class Record:
         """A fast ``unpack_from(buffer, offset)`` of one scalar field, taking the record's offset."""
         return struct.Struct("<" + self._field_dtypes[field].char).unpack_from
 
-    def unpack(self, buffer: Any, offset: int = 0) -> Any:
+    def unpack(self, buffer: Any, offset: int = 0) -> RecordTuple:
         """Decode one record from ``buffer`` at ``offset`` (caller guarantees the length)."""
         return self.tuple_type._make(self._struct.unpack_from(buffer, offset))
 
-    def read(self, source: "Source", offset: int) -> Any:
+    def read(self, source: "Source", offset: int) -> RecordTuple:
         """Decode one record from ``source`` at ``offset``, bounds-checked."""
         return self.unpack(source.view(offset, self.size, self.name))
 

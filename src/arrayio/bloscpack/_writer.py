@@ -262,7 +262,7 @@ def append_file(orig_file: Any, new_data: np.ndarray, blosc_args: Any = None,
             if header.chunk_size == 0 and len(new_data):
                 raise UnsupportedError("bloscpack: cannot append to a file written from empty input "
                                        "(its chunk_size is 0); pack the data anew")
-            args = {"typesize": None, "clevel": None, "shuffle": None, "cname": None}
+            args: dict[str, Any] = {"typesize": None, "clevel": None, "shuffle": None, "cname": None}
             args.update(dict(blosc_args or {}))
             if args["typesize"] is None:
                 if header.typesize == 0:
