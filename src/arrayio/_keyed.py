@@ -315,7 +315,10 @@ def first_failure(checks: list[tuple[np.ndarray, Callable[[int], Exception]]]) -
         hits = np.flatnonzero(bad)
         if hits.size and (best_index is None or hits[0] < best_index):
             best_index, best = int(hits[0]), describe
-    return None if best is None else best(best_index)
+    if best is None:
+        return None
+    assert best_index is not None  # set together with best
+    return best(best_index)
 
 
 def decode_keys(area: bytes, lengths: list[int], area_offset: int, key_encoding: str, errors: ErrorKinds,
