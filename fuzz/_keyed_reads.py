@@ -1,0 +1,34 @@
+"""The read paths kastore and kast share: the generic API, then each load mode reading every key."""
+
+from __future__ import annotations
+
+import io
+from types import ModuleType
+
+
+def read_store(store) -> None:
+    """Touch every key's array (and its info), then close the store."""
+    with store:
+        for key in store:
+            store[key].sum()
+            store.info(key)
+        len(store)
+
+
+def read_keyed(arrayio: ModuleType, module: ModuleType, path: str, data: bytes) -> None:
+    """detect, validate, info, entries, cat of one key, then load by path (mapped and read_all),
+    from bytes and from a file object, reading every key each time."""
+    arrayio.detect(path)
+    arrayio.detect(data)
+    problems = arrayio.validate(path)
+    assert isinstance(problems, list) and all(isinstance(problem, str) for problem in problems), problems
+    arrayio.info(path)
+    rows = module.entries(path)
+    for row in rows[:1]:
+        for _ in module.cat(path, row["name"]):
+            pass
+    if arrayio.detect(path) == module.FORMAT_NAME:
+        read_store(arrayio.open(path))  # the mapped load
+    read_store(module.load(path, read_all=True))
+    read_store(module.loads(data))
+    read_store(module.load(io.BytesIO(data)))

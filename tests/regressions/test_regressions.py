@@ -1,0 +1,49 @@
+"""Replay every input the fuzzing campaign found (tests/regressions/<format>/) and every seed through the
+fuzz harnesses: the only allowed outcomes are success or an arrayio.FormatError (fuzz/_common.py)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "fuzz"))
+
+import _common  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+FINDINGS = sorted(path for path in HERE.glob("*/*") if path.parent.name in _common.FORMATS and path.is_file())
+
+
+@pytest.fixture(scope="module")
+def runners():
+    made = {format: _common.Runner(format, _common.harness(format).exercise) for format in _common.FORMATS}
+    yield made
+    for runner in made.values():
+        runner.close()
+
+
+@pytest.mark.parametrize("path", FINDINGS, ids=[f"{path.parent.name}/{path.name}" for path in FINDINGS])
+def test_finding_stays_fixed(path, runners):
+    runners[path.parent.name].check(path.read_bytes())
+
+
+@pytest.mark.parametrize("format", _common.FORMATS)
+def test_seeds_read_cleanly(format, runners):
+    seeds = sorted((ROOT / "fuzz" / "seeds" / format).iterdir())
+    assert len(seeds) > 10
+    for seed in seeds:
+        runners[format].check(seed.read_bytes())
+
+
+def test_only_format_errors_are_allowed():
+    import arrayio
+
+    assert _common.allowed("kdb", b"x", arrayio.TruncatedError("short"))
+    assert not _common.allowed("kdb", b"x", ValueError("plain"))
+    assert not _common.allowed("bloscpack", b"", EOFError())
+    assert _common.allowed("kastore", b"", EOFError())
+    assert not _common.allowed("kastore", b"\x89KAS", EOFError())
+    assert not _common.allowed("pycauset", b"x", arrayio.UnsupportedError("over the limit"))
