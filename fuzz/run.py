@@ -1,6 +1,6 @@
 """Run the coverage-guided fuzzing campaign: one atheris harness per format, one format at a time.
 
-    python fuzz/run.py [--format F ...] [--seconds S | --runs N]
+    python fuzz/run.py [--format F ...] [--seconds S] [--runs N]
     python fuzz/run.py --merge-seeds      # rebuild fuzz/seeds/ from make_seeds.py's output
 
 Each format starts from the committed seed corpus (fuzz/seeds/<format>/) and
@@ -97,14 +97,14 @@ def fuzz_format(format: str, budget: list[str], work: Path, regressions: Path, m
     if extra.is_dir():
         folders.append(extra)
     start = time.monotonic()
-    process = subprocess.run(
-        fuzz_command([*budget, "-print_final_stats=1", f"-artifact_prefix={artifacts}/"], folders),
-        env=environment(format), cwd=work, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        errors="replace", check=False)
+    with tempfile.TemporaryFile("w+", errors="replace") if log is None else log.open("w+", errors="replace") as out:
+        # libFuzzer's progress goes straight to the log, so a long campaign can be watched.
+        process = subprocess.run(
+            fuzz_command([*budget, "-print_final_stats=1", f"-artifact_prefix={artifacts}/"], folders),
+            env=environment(format), cwd=work, stdout=out, stderr=subprocess.STDOUT, check=False)
+        out.seek(0)
+        output = out.read()
     result.wall_seconds = round(time.monotonic() - start, 1)
-    output = process.stdout
-    if log is not None:
-        log.write_text(output)
     stats = {name: int(value) for name, value in STAT.findall(output)}
     statuses = STATUS.findall(output)
     if statuses:
@@ -145,9 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     """Parse the command line, run each format in turn, print and store the figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--format", action="append", choices=FORMATS, help="a format to fuzz (default: all)")
-    budget = parser.add_mutually_exclusive_group()
-    budget.add_argument("--seconds", type=int, help="seconds per format (default 20)")
-    budget.add_argument("--runs", type=int, help="executions per format")
+    parser.add_argument("--seconds", type=int, help="seconds per format (default 20 unless --runs is given)")
+    parser.add_argument("--runs", type=int, help="executions per format (stops at --seconds too when both are given)")
     parser.add_argument("--work", type=Path, default=WORK, help="working corpora and artifacts (default fuzz/.work)")
     parser.add_argument("--regressions", type=Path, default=REGRESSIONS,
                         help="where minimized findings go (default tests/regressions; <format>/ below it)")
@@ -159,7 +158,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.merge_seeds:
         merge_seeds(formats)
         return 0
-    flags = [f"-runs={args.runs}"] if args.runs is not None else [f"-max_total_time={args.seconds or 20}"]
+    flags = [f"-runs={args.runs}"] if args.runs is not None else []
+    if args.seconds is not None or args.runs is None:
+        flags.append(f"-max_total_time={args.seconds or 20}")
     args.work.mkdir(parents=True, exist_ok=True)
     results = []
     for format in formats:
