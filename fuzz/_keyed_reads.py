@@ -16,19 +16,21 @@ def read_store(store) -> None:
 
 
 def read_keyed(arrayio: ModuleType, module: ModuleType, path: str, data: bytes) -> None:
-    """detect, validate, info, entries, cat of one key, then load by path (mapped and read_all),
-    from bytes and from a file object, reading every key each time."""
-    arrayio.detect(path)
+    """detect, validate, the mapped load, then (when that loads) info, entries and cat; then the other
+    load modes (read_all, bytes, file object), reading every key each time."""
     arrayio.detect(data)
     problems = arrayio.validate(path)
     assert isinstance(problems, list) and all(isinstance(problem, str) for problem in problems), problems
-    arrayio.info(path)
-    rows = module.entries(path)
-    for row in rows[:1]:
-        for _ in module.cat(path, row["name"]):
-            pass
-    if arrayio.detect(path) == module.FORMAT_NAME:
-        read_store(arrayio.open(path))  # the mapped load
+    try:
+        read_store(arrayio.open(path) if arrayio.detect(path) == module.FORMAT_NAME else module.open(path))
+    except arrayio.FormatError:
+        pass  # info, entries and cat begin with this same mapped load and stop where it stopped
+    else:
+        arrayio.info(path)
+        rows = module.entries(path)
+        for row in rows[:1]:
+            for _ in module.cat(path, row["name"]):
+                pass
     read_store(module.load(path, read_all=True))
     read_store(module.loads(data))
     read_store(module.load(io.BytesIO(data)))

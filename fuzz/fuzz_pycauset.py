@@ -39,18 +39,20 @@ def _read(container: pycauset.Container, path: str | None) -> None:
 
 def exercise(path: str, data: bytes) -> None:
     """Every public read path of the pycauset container over one input."""
-    arrayio.detect(path)
     arrayio.detect(data)
     problems = arrayio.validate(path)
     assert isinstance(problems, list) and all(isinstance(problem, str) for problem in problems), problems
-    arrayio.info(path)
-    for row in pycauset.entries(path):
-        if row["name"].startswith("metadata."):
-            for _ in pycauset.cat(path, row["name"]):
+    pycauset.summarize_container(path)
+    try:
+        _read(arrayio.open(path) if arrayio.detect(path) == FORMAT else pycauset.load(path), path)
+    except arrayio.FormatError:
+        pass  # info, entries and cat begin with this same mapped load
+    else:
+        arrayio.info(path)
+        keys = [row["name"] for row in pycauset.entries(path) if row["name"].startswith("metadata.")]
+        for name in ["metadata", *keys[:1]]:  # the whole tree, and one key's lookup
+            for _ in pycauset.cat(path, name):
                 pass
     pycauset.read_typed_metadata(path)
-    pycauset.summarize_container(path)
-    if arrayio.detect(path) == FORMAT:
-        _read(arrayio.open(path), path)
     _read(pycauset.load(io.BytesIO(data)), None)
     _read(pycauset.load(data), None)
