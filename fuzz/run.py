@@ -51,6 +51,7 @@ class Result:
     corpus_files: int = 0
     wall_seconds: float = 0.0
     peak_rss_mb: int = 0
+    slowest_unit_seconds: int = 0
     findings: list[str] = field(default_factory=list)
     error: str = ""
 
@@ -111,6 +112,7 @@ def fuzz_format(format: str, budget: list[str], work: Path, regressions: Path, m
         result.coverage_edges, result.features = int(statuses[-1][1]), int(statuses[-1][2])
     result.executions = stats.get("number_of_executed_units", int(statuses[-1][0]) if statuses else 0)
     result.peak_rss_mb = stats.get("peak_rss_mb", 0)
+    result.slowest_unit_seconds = stats.get("slowest_unit_time_sec", 0)
     result.corpus_files = sum(1 for _ in corpus.iterdir())
     for artifact in ARTIFACT.findall(output):
         saved = minimize(format, Path(artifact), regressions, minimize_seconds)
