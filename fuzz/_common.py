@@ -179,7 +179,7 @@ def main(format: str) -> None:
         module = harness(format)
         importlib.import_module(f"arrayio.{format}")
     runner = Runner(format, module.exercise)
-    warm_up(runner, seed_files(sys.argv[1:]))
+    warm_up(runner, seed_files([str(FUZZ_DIR / "seeds" / format), *sys.argv[1:]]))
     base = runner.limit_memory()
     print(f"fuzz: {format}: address space limited to {base / 2**20:.0f} MiB + {EXPANSION[format]} x the input "
           f"({threading.active_count()} threads)", file=sys.stderr)

@@ -1,8 +1,15 @@
 """Replay every input the fuzzing campaign found (tests/regressions/<format>/) and every seed through the
-fuzz harnesses: the only allowed outcomes are success or an arrayio.FormatError (fuzz/_common.py)."""
+fuzz harnesses: the only allowed outcomes are success or an arrayio.FormatError (fuzz/_common.py).
+
+Findings replay twice: here, for a readable traceback, and under the fuzzer itself (atheris, given
+files instead of folders, runs each once), so that the 1 s limit and the address-space limit that
+caught over-allocations apply too.
+"""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -15,6 +22,7 @@ import _common  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 FINDINGS = sorted(path for path in HERE.glob("*/*") if path.parent.name in _common.FORMATS and path.is_file())
+FORMATS_WITH_FINDINGS = sorted({path.parent.name for path in FINDINGS})
 
 
 @pytest.fixture(scope="module")
@@ -28,6 +36,18 @@ def runners():
 @pytest.mark.parametrize("path", FINDINGS, ids=[f"{path.parent.name}/{path.name}" for path in FINDINGS])
 def test_finding_stays_fixed(path, runners):
     runners[path.parent.name].check(path.read_bytes())
+
+
+@pytest.mark.parametrize("format", FORMATS_WITH_FINDINGS)
+def test_findings_pass_under_the_fuzzers_limits(format):
+    pytest.importorskip("atheris")
+    files = [str(path) for path in FINDINGS if path.parent.name == format]
+    process = subprocess.run(
+        [sys.executable, str(ROOT / "fuzz" / "atheris_main.py"), "-timeout=1", *files],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src"), "ARRAYIO_FUZZ_FORMAT": format})
+    assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-3000:]
+    assert process.stderr.count("Running: ") == len(files), process.stderr[-3000:]
 
 
 @pytest.mark.parametrize("format", _common.FORMATS)
