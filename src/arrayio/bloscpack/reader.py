@@ -287,9 +287,10 @@ class BloscpackFile:
         # claim no Blosc1 codec could expand the stored bytes to is refused before any is allocated.
         available = max(0, self.source.size - self.data_offset)
         if stored > MAX_EXPANSION * available:
-            raise ERRORS.invalid("header.chunk_size", HEADER.offset_of("chunk_size"),
-                                 f"at most {MAX_EXPANSION} x the {available} stored data bytes (the most "
-                                 "a Blosc1 codec expands)", f"{stored} data bytes claimed")
+            field, offset = (("header.chunk_size", HEADER.offset_of("chunk_size")) if self.nbytes is not None
+                             else ("the chunks' blosc header.nbytes", self.data_offset))
+            raise ERRORS.invalid(field, offset, f"at most {MAX_EXPANSION} x the {available} stored data bytes "
+                                 "(the most a Blosc1 codec expands)", f"{stored} data bytes claimed")
         if not self.is_numpy:
             self.shape = (stored,)
             return
