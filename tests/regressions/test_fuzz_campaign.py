@@ -16,6 +16,7 @@ SECONDS_PER_FORMAT = 14
 pytest.importorskip("atheris")
 
 
+@pytest.mark.slow
 def test_short_campaign_finds_nothing(tmp_path):
     figures = tmp_path / "figures.json"
     found = tmp_path / "found"
