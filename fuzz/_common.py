@@ -18,8 +18,8 @@ import resource
 import sys
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 FUZZ_DIR = Path(__file__).resolve().parent
 ROOT = FUZZ_DIR.parent
@@ -92,7 +92,7 @@ class Runner:
             resource.setrlimit(resource.RLIMIT_AS, (limit, self.hard_limit))
         try:
             self.exercise(self.path, data)
-        except Exception as error:  # noqa: BLE001 - the allowed ones are filtered here, the rest re-raised
+        except Exception as error:
             if not allowed(self.format, data, error):
                 raise
 
@@ -167,13 +167,13 @@ def patch_compare_tracing(atheris) -> Callable:
 def main(format: str) -> None:
     """The atheris entry point of a harness: ``python fuzz/fuzz_<format>.py [libFuzzer args] corpus...``."""
     import atheris
+    import blosc  # noqa: F401
 
     # Third-party code first, uninstrumented; then arrayio, instrumented for coverage.
     import numpy  # noqa: F401
-    import blosc  # noqa: F401
-    import PIL.Image  # noqa: F401
+    import PIL.Image
+    import PIL.JpegImagePlugin
     import PIL.PngImagePlugin  # noqa: F401
-    import PIL.JpegImagePlugin  # noqa: F401
     with atheris.instrument_imports(include=["arrayio"]):
         import arrayio  # noqa: F401
         module = harness(format)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 
 import arrayio
-import arrayio.bloscpack as bloscpack
+from arrayio import bloscpack
 
 FORMAT = "bloscpack"
 
@@ -15,7 +15,7 @@ def _read(reader: bloscpack.BloscpackFile) -> None:
     with reader:
         for index in range(reader.nchunks):
             reader.read_chunk(index)
-        reader.metadata
+        _ = reader.metadata
         if reader.shape and reader.order == "C":
             rows = reader.shape[0]
             reader[0:1]

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 
-import arrayio
-import arrayio.kastore as kastore
 from _keyed_reads import read_keyed
+
+import arrayio
+from arrayio import kastore
 
 FORMAT = "kastore"
 

@@ -6,7 +6,7 @@ import io
 import warnings
 
 import arrayio
-import arrayio.kdb as kdb
+from arrayio import kdb
 
 FORMAT = "kdb"
 
@@ -28,7 +28,7 @@ def _read(file: kdb.KdbFile) -> None:
                 file.read_frame(position, frame)
                 for record in images.records(frame)[:1]:
                     images.raw(frame, record.camera)
-            images.cameras
+            _ = images.cameras
         if file.num_frames:
             file.locate(0)
             file.locate(file.num_frames - 1)

@@ -6,7 +6,7 @@ import io
 import math
 
 import arrayio
-import arrayio.pycauset as pycauset
+from arrayio import pycauset
 
 FORMAT = "pycauset"
 
@@ -19,12 +19,12 @@ UNPACK_BYTES = 64 << 20
 def _read(container: pycauset.Container, path: str | None) -> None:
     """The matrix (packed, unpacked, with the view applied) and every metadata fact."""
     with container:
-        container.packed
-        (container.matrix_type, container.data_type, container.shape, container.is_transposed,
+        _ = container.packed
+        _ = (container.matrix_type, container.data_type, container.shape, container.is_transposed,
          container.is_conjugated, container.scalar, container.properties)
         repr(container)
         if math.prod(container.shape) * 16 <= UNPACK_BYTES:  # 16: the widest item (complex128)
-            container.array
+            _ = container.array
             container.values()
             if path is not None:
                 for _ in pycauset.cat(path, "matrix"):

@@ -19,12 +19,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
-
-import numpy as np
 
 import _common
+import numpy as np
 from _common import FUZZ_DIR, MAX_LEN, ROOT
 
 KEYED_DTYPES = ("int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float32", "float64")
@@ -83,7 +82,7 @@ def bloscpack_seeds() -> Iterator[tuple[str, bytes]]:
 
 def kdb_seeds(folder: Path) -> Iterator[tuple[str, bytes]]:
     """JPEG, PNG and raw images, several cameras and episodes, rewards, success flags, no images."""
-    import arrayio.kdb as kdb
+    from arrayio import kdb
 
     rng = np.random.default_rng(2)
 
@@ -153,7 +152,7 @@ def pycauset_seeds(folder: Path) -> Iterator[tuple[str, bytes]]:
     yield write("metadata", square, properties={"flag": True, "n": -3, "x": 2.5, "s": "text", "b": b"\x00\x01",
                                                 "list": [1, "a", [2.0]], "map": {"inner": {"deep": 1}}})
     yield write("metadata_extra", square[:2], metadata={"provenance": {"tool": "fuzz", "run": 1}})
-    name, data = write("updated", square)
+    name, _ = write("updated", square)
     path = folder / f"{name}.pycauset"
     pc.update_metadata(path, {"note": "second generation"})
     yield "updated", path.read_bytes()

@@ -29,7 +29,7 @@ FUZZ_DIR = Path(__file__).resolve().parent
 ROOT = FUZZ_DIR.parent
 sys.path.insert(0, str(FUZZ_DIR))
 
-from _common import FORMATS, MAX_LEN  # noqa: E402
+from _common import FORMATS, MAX_LEN
 
 ENTRY = FUZZ_DIR / "atheris_main.py"
 SEEDS = FUZZ_DIR / "seeds"
