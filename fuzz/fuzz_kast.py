@@ -7,7 +7,7 @@ import os
 from _keyed_reads import read_keyed
 
 import arrayio
-import arrayio.kast as kast
+from arrayio import kast
 
 FORMAT = "kast"
 
