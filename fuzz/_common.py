@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 FORMATS = ("kastore", "kast", "bloscpack", "kdb", "pycauset")
 
-# The address space one run may take above the process's own size after warm-up is
+# The address space one run may take above the process's size just before it is
 #     HEADROOM_MIB + EXPANSION x the input's size.
 # kastore/KAST readers are zero-copy or copy the file once or twice, so 128 MiB is the "small
 # constant". The decoders have documented expansion bounds, and their limits follow them:
@@ -70,13 +70,13 @@ class Runner:
         folder = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
         self.folder = tempfile.mkdtemp(prefix=f"arrayio-fuzz-{format}-", dir=folder)
         self.path = os.path.join(self.folder, "input")
-        self.base: int | None = None  # address space before a run; set by limit_memory
+        self.limited = False  # set by limit_memory
         self.hard_limit = resource.getrlimit(resource.RLIMIT_AS)[1]
 
     def limit_memory(self) -> int:
-        """From now on cap each run's address space (see HEADROOM_MIB); returns the base it adds to."""
-        self.base = address_space() + HEADROOM_MIB[self.format] * 2**20
-        return self.base
+        """From now on cap each run's address space (see HEADROOM_MIB); returns the current size."""
+        self.limited = True
+        return address_space()
 
     def check(self, data: bytes) -> None:
         """Read ``data`` every way; return on an allowed outcome, raise the finding otherwise."""
@@ -87,8 +87,10 @@ class Runner:
             pass
         with open(self.path, "wb") as handle:
             handle.write(data)
-        if self.base is not None:
-            limit = self.base + EXPANSION[self.format] * len(data)
+        if self.limited:
+            # Measured before every run: worker threads and allocator arenas that appear late (a
+            # thread pool's second worker, Blosc's own threads) must not eat into one run's headroom.
+            limit = address_space() + HEADROOM_MIB[self.format] * 2**20 + EXPANSION[self.format] * len(data)
             resource.setrlimit(resource.RLIMIT_AS, (limit, self.hard_limit))
         try:
             self.exercise(self.path, data)
@@ -180,9 +182,10 @@ def main(format: str) -> None:
         importlib.import_module(f"arrayio.{format}")
     runner = Runner(format, module.exercise)
     warm_up(runner, seed_files([str(FUZZ_DIR / "seeds" / format), *sys.argv[1:]]))
-    base = runner.limit_memory()
-    print(f"fuzz: {format}: address space limited to {base / 2**20:.0f} MiB + {EXPANSION[format]} x the input "
-          f"({threading.active_count()} threads)", file=sys.stderr)
+    size = runner.limit_memory()
+    print(f"fuzz: {format}: each run may add {HEADROOM_MIB[format]} MiB + {EXPANSION[format]} x its input to the "
+          f"address space ({size / 2**20:.0f} MiB, {threading.active_count()} threads after warm-up)",
+          file=sys.stderr)
 
     def one_input(data: bytes) -> None:
         if not getattr(atheris._trace_cmp, "arrayio_patched", False):
