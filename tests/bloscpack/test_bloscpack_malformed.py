@@ -194,3 +194,18 @@ def test_bytes_written_zero_and_never_read_load_but_do_not_validate(field, offse
     assert problem.field == field and str(problem).startswith(f"bloscpack: {field} at byte ")
     assert problem.offset == (offset if field == "metadata spare room" else METADATA_HEADER.offset_of(
         field.split(".")[1], base=META_AT))
+
+
+def test_claims_beyond_blosc_expansion_are_refused_before_allocating():
+    # Found by fuzzing: nchunks -1 and one chunk header claiming 989,856,744 bytes from 42 stored bytes
+    # made validate() size a ~1 GB scratch buffer before reading the chunk.
+    data = bytes.fromhex("626c706b03000108e8030000e8030000ffffffffffffffff0000000000000000"
+                         "02011108e803003be8030000260000001400000e000000002378787878e0ffff"
+                         "ffdc03017878eb09657f")
+    with pytest.raises(arrayio.FormatError, match=r"blosc header.nbytes at byte 32: expected at most 32768 x"):
+        bp.open(data)
+    assert str(bp.validate(data)[0]).startswith("bloscpack: the chunks' blosc header.nbytes at byte 32")
+    claim = _patch(_patch(VALID, HEADER.offset_of("chunk_size"), struct.pack("<i", 2**31 - 17)),
+                   HEADER.offset_of("last_chunk"), struct.pack("<i", 2**31 - 17))
+    with pytest.raises(arrayio.FormatError, match=r"header.chunk_size at byte \d+: expected at most 32768 x"):
+        bp.open(claim)

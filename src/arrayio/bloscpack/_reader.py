@@ -190,6 +190,11 @@ def _numpy_layout(metadata: MetadataSection) -> tuple[np.dtype, tuple[int, ...],
     return dtype, tuple(shape), order
 
 
+# zstd's run-length blocks (a 4-byte block per 128 KiB) bound Blosc1's expansion near 32768:1; the
+# other codecs stay far below (zlib 1032:1).
+MAX_EXPANSION = 32768
+
+
 class BloscpackFile(ReaderBase):
     """A bloscpack file opened lazily: header facts, metadata, and chunk-wise access to its data.
 
@@ -289,12 +294,20 @@ class BloscpackFile(ReaderBase):
         return position + count * OFFSET_SIZE
 
     def _check_data_size(self) -> None:
+        stored = self.nbytes if self.nbytes is not None else self._scanned_nbytes()
+        # Every buffer (the whole array, a chunk, verify's scratch) is sized from this claim, so a
+        # claim no Blosc1 codec could expand the stored bytes to is refused before any is allocated.
+        available = max(0, self.source.size - self.data_offset)
+        if stored > MAX_EXPANSION * available:
+            field, offset = (("header.chunk_size", HEADER.offset_of("chunk_size")) if self.nbytes is not None
+                             else ("the chunks' blosc header.nbytes", self.data_offset))
+            raise ERRORS.invalid(field, offset, f"at most {MAX_EXPANSION} x the {available} stored data bytes "
+                                 "(the most a Blosc1 codec expands)", f"{stored} data bytes claimed")
         if not self.is_numpy:
-            self.shape = (self.nbytes,) if self.nbytes is not None else (self._scanned_nbytes(),)
+            self.shape = (stored,)
             return
         assert self.metadata_section is not None  # is_numpy comes from the metadata
         expected = math.prod(self.shape) * self.dtype.itemsize
-        stored = self.nbytes if self.nbytes is not None else self._scanned_nbytes()
         if stored != expected:
             raise ERRORS.invalid("metadata['shape']", self.metadata_section.offset + METADATA_HEADER.size,
                                  f"a shape holding the {stored} data bytes of the chunks",

@@ -587,7 +587,12 @@ class KdbFile(ReaderBase):
                                        expected=f"width*height*channels = {expected} raw bytes",
                                        found=record.length)
             pixels = np.frombuffer(data, dtype=np.uint8)
-            return pixels.reshape(record.height, record.width, record.channels)
+            try:
+                return pixels.reshape(record.height, record.width, record.channels)
+            except ValueError:  # with 0 channels any width x height is 0 bytes; numpy cannot shape 2**32 x 2**32
+                raise ImageDecodeError(format=FORMAT_NAME, field="image width/height", offset=record.offset,
+                                       expected="dimensions a numpy array can have",
+                                       found=f"{record.width}x{record.height}x{record.channels}") from None
         try:
             return _images.decode(data, record.width, record.height, record.channels)
         except ValueError as error:

@@ -1,0 +1,36 @@
+"""The read paths kastore and kast share: the generic API, then each load mode reading every key."""
+
+from __future__ import annotations
+
+import io
+from types import ModuleType
+
+
+def read_store(store) -> None:
+    """Touch every key's array (and its info), then close the store."""
+    with store:
+        for key in store:
+            store[key].sum()
+            store.info(key)
+        len(store)
+
+
+def read_keyed(arrayio: ModuleType, module: ModuleType, path: str, data: bytes) -> None:
+    """detect, validate, the mapped load, then (when that loads) info, entries and cat; then the other
+    load modes (read_all, bytes, file object), reading every key each time."""
+    arrayio.detect(data)
+    problems = arrayio.validate(path)
+    assert isinstance(problems, list) and all(isinstance(problem, arrayio.Problem) for problem in problems), problems
+    try:
+        read_store(arrayio.open(path) if arrayio.detect(path) == module.FORMAT_NAME else module.open(path))
+    except arrayio.FormatError:
+        pass  # info, entries and cat begin with this same mapped load and stop where it stopped
+    else:
+        arrayio.info(path)
+        rows = module.entries(path)
+        for row in rows[:1]:
+            for _ in module.cat(path, row["name"]):
+                pass
+    read_store(module.load(path, read_all=True))
+    read_store(module.loads(data))
+    read_store(module.load(io.BytesIO(data)))

@@ -1,0 +1,58 @@
+"""Fuzz kdb (.kdb): detect, open, info, validate, entries, every episode and every frame with images decoded."""
+
+from __future__ import annotations
+
+import io
+import warnings
+
+import arrayio
+from arrayio import kdb
+
+FORMAT = "kdb"
+
+
+def _read(file: kdb.KdbFile) -> None:
+    """Every episode's metadata, steps and frames (images decoded), by position, by id and by global frame."""
+    with file:
+        for position in range(len(file)):
+            meta = file.read_meta(position)
+            episode = file.read_episode(position)
+            episode.states.sum()
+            episode.actions.sum()
+            episode.rewards.sum()
+            episode.terminals.sum()
+            file.read_episode_actions_only(position)
+            file.position_of(meta.episode_id)
+            images = episode.images
+            for frame in range(len(episode)):
+                file.read_frame(position, frame)
+                for record in images.records(frame)[:1]:
+                    images.raw(frame, record.camera)
+            _ = images.cameras
+        if file.num_frames:
+            file.locate(0)
+            file.locate(file.num_frames - 1)
+
+
+def exercise(path: str, data: bytes) -> None:
+    """Every public read path of kdb over one input."""
+    arrayio.detect(data)
+    problems = arrayio.validate(path)
+    assert isinstance(problems, list) and all(isinstance(problem, arrayio.Problem) for problem in problems), problems
+    try:
+        _read(arrayio.open(path) if arrayio.detect(path) == FORMAT else kdb.open(path))
+    except arrayio.FormatError:
+        pass  # info, entries and cat begin with this same mapped open
+    else:
+        arrayio.info(path)
+        rows = kdb.entries(path)
+        for row in rows[:1]:
+            for _ in kdb.cat(path, row["name"]):
+                pass
+    _read(kdb.open(io.BytesIO(data)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        with kdb.open(data, on_bad_image="skip") as file:
+            for position in range(len(file)):
+                for frame in range(file.read_meta(position).num_frames):
+                    file.read_frame(position, frame)

@@ -1,0 +1,58 @@
+"""Fuzz the pycauset container (.pycauset): detect, open, info, validate, entries, the matrix and the metadata."""
+
+from __future__ import annotations
+
+import io
+import math
+
+import arrayio
+from arrayio import pycauset
+
+FORMAT = "pycauset"
+
+# Packed layouts (diagonal, identity, triangles, bits) unpack to n x n dense arrays: a tiny valid
+# file may describe a huge matrix. Up to this size the harness unpacks it every way; above, it asks
+# unpack() with this limit and expects its documented UnsupportedError ("over the limit").
+UNPACK_BYTES = 64 << 20
+
+
+def _read(container: pycauset.Container, path: str | None) -> None:
+    """The matrix (packed, unpacked, with the view applied) and every metadata fact."""
+    with container:
+        _ = container.packed
+        _ = (container.matrix_type, container.data_type, container.shape, container.is_transposed,
+         container.is_conjugated, container.scalar, container.properties)
+        repr(container)
+        if math.prod(container.shape) * 16 <= UNPACK_BYTES:  # 16: the widest item (complex128)
+            _ = container.array
+            container.values()
+            if path is not None:
+                for _ in pycauset.cat(path, "matrix"):
+                    pass
+            return
+        try:
+            container.unpack(max_bytes=UNPACK_BYTES)
+        except arrayio.UnsupportedError as error:
+            if "over the limit" not in str(error):
+                raise
+
+
+def exercise(path: str, data: bytes) -> None:
+    """Every public read path of the pycauset container over one input."""
+    arrayio.detect(data)
+    problems = arrayio.validate(path)
+    assert isinstance(problems, list) and all(isinstance(problem, arrayio.Problem) for problem in problems), problems
+    pycauset.summarize_container(path)
+    try:
+        _read(arrayio.open(path) if arrayio.detect(path) == FORMAT else pycauset.load(path), path)
+    except arrayio.FormatError:
+        pass  # info, entries and cat begin with this same mapped load
+    else:
+        arrayio.info(path)
+        keys = [row["name"] for row in pycauset.entries(path) if row["name"].startswith("metadata.")]
+        for name in ["metadata", *keys[:1]]:  # the whole tree, and one key's lookup
+            for _ in pycauset.cat(path, name):
+                pass
+    pycauset.read_typed_metadata(path)
+    _read(pycauset.load(io.BytesIO(data)), None)
+    _read(pycauset.load(data), None)
