@@ -200,15 +200,16 @@ def test_lazy_slicing_matches_numpy(lazy_file, key):
 
 
 def test_lazy_slicing_decodes_only_needed_chunks(lazy_file, monkeypatch):
+    decoded = []
+    original = bp.BloscpackFile._decode_into
+
+    def spy(self, index, address):
+        decoded.append(index)
+        return original(self, index, address)
+
+    # On the class: a closed reader has no attributes left for monkeypatch to restore.
+    monkeypatch.setattr(bp.BloscpackFile, "_decode_into", spy)
     with bp.open(lazy_file) as reader:
-        decoded = []
-        original = reader._decode_into
-
-        def spy(index, address):
-            decoded.append(index)
-            return original(index, address)
-
-        monkeypatch.setattr(reader, "_decode_into", spy)
         assert np.array_equal(reader[500:503], LAZY[500:503])
         assert len(set(decoded)) <= 2 and reader.nchunks > 100
 

@@ -292,8 +292,10 @@ def test_episode_images_is_a_mapping_of_lazily_decoded_frames(tmp_path, monkeypa
         with pytest.raises(KeyError):
             images["top"]
         decoded = []
-        real_decode = f.decode_image
-        monkeypatch.setattr(f, "decode_image", lambda record: decoded.append(record.camera) or real_decode(record))
+        real_decode = kdb.KdbFile.decode_image
+        # On the class: a closed reader has no attributes left for monkeypatch to restore.
+        monkeypatch.setattr(kdb.KdbFile, "decode_image",
+                            lambda self, record: decoded.append(record.camera) or real_decode(self, record))
         frames = images["front"]
         assert isinstance(frames, kdb.CameraFrames) and len(frames) == 5
         assert frames.shape == (5, 12, 10, 3) and decoded == []  # the shape comes from the records
