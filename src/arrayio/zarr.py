@@ -44,6 +44,7 @@ from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 from . import _registry
 from ._binary import release_pages
 from ._keyed import Store as KeyedStore
+from ._sources import is_url
 from .errors import UnsupportedError
 
 __all__ = [
@@ -783,7 +784,10 @@ def open_store(target: Any, storage_options: dict | None = None) -> FormatStore:
     reader = open_reader(target, storage_options)
     try:
         name = target if isinstance(target, str) else getattr(getattr(reader, "source", None), "name", "<data>")
-        reopen = (os.fspath(target), storage_options) if isinstance(target, (str, os.PathLike)) else None
+        reopen = None
+        if isinstance(target, (str, os.PathLike)):  # workers of a cluster may run elsewhere: an absolute path
+            location = os.fspath(target)
+            reopen = (location if is_url(location) else os.path.abspath(location), storage_options)
         return FormatStore(reader, str(name), reopen)
     except BaseException:
         reader.close()
