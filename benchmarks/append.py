@@ -1,13 +1,15 @@
 """What the crash-safe bloscpack append costs: ours (copy beside, rename) against the reference (in place).
 
     PYTHONPATH=src python benchmarks/append.py [--sizes 64M,256M,1G] [--repeat 3] [--dir /tmp]
+                                               [--quick] [--json PATH]
 
 For files of each size (random bytes of 16 symbols, 1 MiB chunks, room for 64 more chunks),
 appends 1 MiB with ``arrayio.bloscpack.append`` and with bloscpack 0.16.0's in-place append,
 and times the two limits of ours: an fsync'd write of the appended chunks alone (what an
 in-place append must at least do) and the kernel copy of the file (``copy_file_range`` +
 fsync, what ours adds where the file system cannot reflink). Minimum of --repeat runs, page
-cache warm. Numbers come from whatever machine runs this; on a shared 2-core box they are noisy.
+cache warm (``--quick``: 4M,16M, best of 2). Numbers come from whatever machine runs this; on
+a shared 2-core box they are noisy.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import _rows  # before this folder leaves the path
 import numpy as np
 
 # benchmarks/bloscpack.py would shadow the reference package: drop this folder from the path
@@ -76,7 +79,11 @@ def main() -> None:
     parser.add_argument("--sizes", default="64M,256M")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--dir", default=None)
+    _rows.add_arguments(parser)
     options = parser.parse_args()
+    if options.quick:
+        options.sizes, options.repeat = "4M,16M", 2
+    rows = []
     reference_append = _reference_append()
     folder = Path(tempfile.mkdtemp(prefix="arrayio-append-", dir=options.dir))
     extra = folder / "extra.bin"
@@ -108,8 +115,13 @@ def main() -> None:
                           lambda: (folder / "copy.blp").unlink(missing_ok=True), options.repeat)
             print(f"| {text} | {ours:.3f} | {theirs:.3f} | {ours / theirs:.1f} | {write:.3f} | {copy:.3f} "
                   f"| {ours / (copy + write):.2f} |")
+            rows.append(_rows.row("append", f"append 1 MiB to {text}", ours, reference=theirs,
+                                  reference_name="bloscpack 0.16 in place", limit=copy + write,
+                                  limit_name="kernel copy + fsync'd write", note="crash-safe: copy beside, rename"))
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+    _rows.write(options.json_path, "append", f"bloscpack files of {options.sizes} (1 MiB chunks), 1 MiB appended; "
+                f"best of {options.repeat}", rows)
 
 
 if __name__ == "__main__":

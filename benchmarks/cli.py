@@ -1,6 +1,6 @@
 """Benchmark ``arrayio cat`` against ``kastore dump`` (kastore 0.3.6), in one run.
 
-    python benchmarks/cli.py [--values 50000000] [--dump-values 2000000] [--repeat 3]
+    python benchmarks/cli.py [--values 50000000] [--dump-values 2000000] [--repeat 3] [--quick] [--json PATH]
 
 1. ``arrayio cat big.kas key | head -1`` on an int64 array of --values values: wall time and
    peak RSS of the arrayio process, against the floor of starting the command at all
@@ -10,6 +10,7 @@
    Python's own ``"\\n".join(map(str, array.tolist()))`` in one process (no I/O, no streaming).
 
 Every run is a fresh subprocess; times are the minimum of --repeat runs with a warm page cache.
+``--quick``: 2,000,000 and 200,000 values, best of 2.
 On a shared 2-core box the numbers are noisy: read the ratios, not the absolute times.
 """
 
@@ -23,6 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import _rows
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,7 +60,10 @@ def main() -> None:
     parser.add_argument("--values", type=int, default=50_000_000)
     parser.add_argument("--dump-values", type=int, default=2_000_000)
     parser.add_argument("--repeat", type=int, default=3)
+    _rows.add_arguments(parser)
     options = parser.parse_args()
+    if options.quick:
+        options.values, options.dump_values, options.repeat = 2_000_000, 200_000, 2
     sys.path.insert(0, str(ROOT / "src"))
     from arrayio import kastore
 
@@ -95,6 +100,18 @@ def main() -> None:
         print(f"  in-process str/join limit: {limit:.2f} s (+ start-up {floor:.2f} s)")
         print(f"  ratio: arrayio is {theirs / ours:.2f}x kastore dump's speed, {ours / (limit + floor):.2f}x the limit's "
               f"time, {ours_rss / theirs_rss:.2f}x its memory")
+    rows = [_rows.row("cli", f"cat piped to head -1, {array_mib:.0f} MiB array", head, limit=floor,
+                      limit_name="arrayio --version", note=f"peak RSS {head_rss:.0f} MiB"),
+            _rows.row("cli", "cat piped to head -1, peak RSS", head_rss, limit=floor_rss,
+                      limit_name="arrayio --version", unit="MiB", note=f"{head_rss / array_mib:.1%} of the array"),
+            _rows.row("cli", f"cat, {options.dump_values:,} values", options.dump_values / ours,
+                      reference=options.dump_values / theirs, reference_name="python -m kastore dump",
+                      limit=options.dump_values / (limit + floor), limit_name="str/join in process + start-up",
+                      unit="lines/s", higher_is_better=True),
+            _rows.row("cli", "cat, peak RSS", ours_rss, reference=theirs_rss, reference_name="python -m kastore dump",
+                      unit="MiB")]
+    _rows.write(options.json_path, "cli", f"cat piped to head -1 on {options.values:,} int64, full cat of "
+                f"{options.dump_values:,} int64; best of {options.repeat}, a fresh process each", rows)
 
 
 if __name__ == "__main__":

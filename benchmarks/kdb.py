@@ -7,14 +7,15 @@
 Measures: open time (also on a 50,000-episode file), random single-frame access with image
 decode (frames/s), one full sequential pass, and DataLoader throughput with 2 workers.
 
-    python benchmarks/kdb.py --training [--train-frames 4000]
+    python benchmarks/kdb.py --training [--train-frames 4000] [--quick] [--json PATH]
 
 Training loaders instead (issue 12): DataLoader throughput at batch 256 on random frames with
 2 cameras at 96x96 and 224x224 for decode="cpu", decode="none" and h5py raw pixels, workers 0
 and 2; the single-worker ratio to the decode-only ceiling; a 0.5/0.3/0.2 mixture of 3 shard
 sets (drawn proportions over 100,000 frames, throughput cost against one dataset); decode="cuda"
 against the nvJPEG ceiling when a GPU is present; LeRobot v3.0 AV1 ingest frames/s and peak
-memory at two dataset sizes.
+memory at two dataset sizes. Its rows are the area "kdb-training" (``benchmarks/kdb_training.py`` runs
+it for run_all.py); ``--quick``: 1,024 frames at 96x96 and 224x224, best of 1, ingest of 1 and 2 episodes.
 Camera frames are drawn from a pool of distinct synthetic JPEGs, so every format stores the
 same pixels (HDF5 as raw uint8 arrays, the robomimic way; kdb and parquet as the JPEG bytes).
 """
@@ -41,6 +42,7 @@ from arrayio.kdb import EncodedImage  # noqa: E402
 from arrayio.kdb._images import decode as decode_jpeg  # noqa: E402
 
 CAMERAS = ("agentview", "wrist")
+AREA = "kdb-training"
 POOL = 64
 
 
@@ -435,15 +437,17 @@ def decode_ceiling(path: Path, size: int, frames: int) -> float:
     return frames / (time.process_time() - started)
 
 
-def training(args: argparse.Namespace, folder: Path) -> None:
+def training(args: argparse.Namespace, folder: Path) -> list[dict]:
+    """Every training-loader case, printed; their rows (area "kdb-training")."""
     import torch
 
     from arrayio.kdb.torch import FrameDataset, collate, decode_batch
 
     torch.set_num_threads(1)
     print(f"machine: {os.cpu_count()} cores, shared; CUDA: {torch.cuda.is_available()}")
+    table = []
     for size in (96, 224):
-        frames = args.train_frames if size == 96 else max(1000, args.train_frames // 2)
+        frames = args.train_frames if size == 96 or args.quick else max(1000, args.train_frames // 2)
         started = time.perf_counter()
         paths, hdf5_path, encoded = build_training(folder, size, frames)
         print(f"\n{size}x{size}, 2 JPEG cameras, {frames} frames (built in {time.perf_counter() - started:.0f}s; "
@@ -453,7 +457,7 @@ def training(args: argparse.Namespace, folder: Path) -> None:
         packed = FrameDataset(paths[0], decode="none")
         h5 = H5Frames(hdf5_path, 100)
         ceiling = single = 0.0
-        for _ in range(3):  # interleaved, best of 3: the shared machine's load moves between runs
+        for _ in range(args.best_of):  # interleaved: the load of a shared machine moves between runs
             ceiling = max(ceiling, decode_ceiling(paths[0], size, batches * 256))
             single = max(single, loader_rate(cpu, 0, batches, collate))
         rows = {}
@@ -466,31 +470,43 @@ def training(args: argparse.Namespace, folder: Path) -> None:
             }
             print(f"  workers={workers}: " + ", ".join(f"{name} {rate:,.0f}" for name, rate in rows[workers].items())
                   + " frames/s")
+            for name, rate in rows[workers].items():
+                if name != "h5py raw":
+                    table.append(_rows.row(AREA, f"{size}px, {workers} workers, decode={name}", rate,
+                                           reference=rows[workers]["h5py raw"], reference_name="h5py, raw pixels",
+                                           unit="frames/s", higher_is_better=True))
         single = max(single, rows[0]["cpu"])
         print(f"  decode-only ceiling (one core, simplejpeg, CPU time): {ceiling:,.0f} frames/s; single-worker "
               f"decode='cpu' (CPU time, best of 4) {single:,.0f} frames/s: ratio {single / ceiling:.2f} (goal >= 0.85); "
               f"2 workers / h5py raw "
               f"{rows[2]['cpu'] / rows[2]['h5py raw']:.2f}")
+        table.append(_rows.row(AREA, f"{size}px, single worker decode=cpu vs decode alone", single, limit=ceiling,
+                               limit_name="decode-only ceiling, one core", unit="frames/s", higher_is_better=True,
+                               target="ours / ceiling >= 0.85", note=f"ours / ceiling {single / ceiling:.2f}"))
         batch = collate(packed.__getitems__(list(range(256))))
         started = time.process_time()
         for _ in range(3):
             decode_batch(batch, "cpu")
+        batch_rate = 3 * 256 / (time.process_time() - started)
+        table.append(_rows.row(AREA, f"{size}px, decode_batch(device=cpu) of packed bytes", batch_rate,
+                               unit="frames/s", higher_is_better=True))
         print(f"  decode_batch(device='cpu') of packed bytes (CPU time): "
-              f"{3 * 256 / (time.process_time() - started):,.0f} "
+              f"{batch_rate:,.0f} "
               f"frames/s; bytes per batch {batch['image.' + CAMERAS[0]].numel() * 2 / 1e6:.1f} MB in "
               f"{sum(1 for key in batch if key.startswith('image.'))} tensors")
         if torch.cuda.is_available():
-            bench_cuda(batch, encoded, size, cpu)
+            table.append(bench_cuda(batch, encoded, size, cpu))
         else:
             print("  decode='cuda': no CUDA GPU on this machine, not measured")
         for path in paths:
             path.unlink()
         hdf5_path.unlink()
-    bench_mixture(folder, args)
-    bench_ingest(folder)
+    table += bench_mixture(folder, args)
+    table += bench_ingest(folder, (1, 2) if args.quick else (4, 16))
+    return table
 
 
-def bench_cuda(batch: dict, encoded: list[bytes], size: int, dataset) -> None:
+def bench_cuda(batch: dict, encoded: list[bytes], size: int, dataset) -> dict:
     import torch
     from torchvision.io import decode_jpeg
 
@@ -513,9 +529,11 @@ def bench_cuda(batch: dict, encoded: list[bytes], size: int, dataset) -> None:
     ours = 5 * 256 / (time.perf_counter() - started)
     print(f"  decode_batch(device='cuda'): {ours:,.0f} frames/s; nvJPEG ceiling {ceiling:,.0f} frames/s; "
           f"ratio {ours / ceiling:.2f} (goal >= 0.8)")
+    return _rows.row(AREA, f"{size}px, decode_batch(device=cuda)", ours, limit=ceiling, limit_name="nvJPEG ceiling",
+                     unit="frames/s", higher_is_better=True, target="ours / ceiling >= 0.8")
 
 
-def bench_mixture(folder: Path, args: argparse.Namespace) -> None:
+def bench_mixture(folder: Path, args: argparse.Namespace) -> list[dict]:
     from arrayio.kdb.torch import FrameDataset, MixtureDataset, collate
 
     frames = args.train_frames
@@ -534,13 +552,19 @@ def bench_mixture(folder: Path, args: argparse.Namespace) -> None:
     print(f"\nmixture of 3 shard sets (2 shards each, 96x96) with weights {weights}:")
     print(f"  drawn proportions over 100,000 frames: {', '.join(f'{value:.4f}' for value in drawn)} "
           f"(largest error {np.abs(drawn - weights).max():.4f}; goal within 0.01)")
+    table = [_rows.row(AREA, "mixture 0.5/0.3/0.2: largest proportion error", float(np.abs(drawn - weights).max()),
+                       unit="", target="within 0.01",
+                       note="drawn " + ", ".join(f"{value:.4f}" for value in drawn) + " over 100,000 frames")]
     for workers in (0, 2):
         alone, mixed = 0.0, 0.0
-        for _ in range(3):  # interleaved, best of 3: the shared machine's load moves between runs
+        for _ in range(args.best_of):  # interleaved: the load of a shared machine moves between runs
             alone = max(alone, loader_rate(single, workers, batches, collate))
             mixed = max(mixed, loader_rate(small, workers, batches, collate))
         print(f"  workers={workers}: one dataset over all 6 shards {alone:,.0f} frames/s, mixture {mixed:,.0f} "
               f"frames/s: cost {1 - mixed / alone:+.1%} (goal under 10%)")
+        table.append(_rows.row(AREA, f"mixture of 3 shard sets, {workers} workers", mixed, reference=alone,
+                               reference_name="one dataset over the same 6 shards", unit="frames/s",
+                               higher_is_better=True, target="cost under 10%"))
     import torch
 
     loader_sources = []
@@ -551,6 +575,7 @@ def bench_mixture(folder: Path, args: argparse.Namespace) -> None:
     got = np.bincount(np.concatenate(loader_sources), minlength=3) / len(small)
     print(f"  through a shuffled DataLoader, one epoch of {len(small)} frames: "
           f"{', '.join(f'{value:.4f}' for value in got)}")
+    return table
 
 
 def _ingest_child(source: str, target: str) -> None:
@@ -566,7 +591,7 @@ def _ingest_child(source: str, target: str) -> None:
     print(f"{frames} {elapsed} {peak.split()[1]}")
 
 
-def bench_ingest(folder: Path) -> None:
+def bench_ingest(folder: Path, sizes: tuple[int, ...]) -> list[dict]:
     import subprocess
 
     from arrayio.kdb.lerobot import export_lerobot
@@ -574,7 +599,8 @@ def bench_ingest(folder: Path) -> None:
     print("\nLeRobot v3.0 ingest, AV1 video (224x224, 2 cameras, 150-frame episodes), in a fresh process each:")
     rng = np.random.default_rng(9)
     encoded, _ = synthetic_pool(224, rng)
-    for episodes in (4, 16):
+    table = []
+    for episodes in sizes:
         source = folder / f"video{episodes}.kdb"
         with kdb.Writer(source) as writer:
             for _ in range(episodes):
@@ -593,9 +619,13 @@ def bench_ingest(folder: Path) -> None:
               f"{_size(folder / f'lerobot{episodes}' / 'videos') / 1e6:.1f} MB): ingest "
               f"{int(frames) / float(elapsed):,.0f} frames/s, peak RSS {int(peak_kb) / 1024:.0f} MB; "
               f"(export-lerobot AV1 {episodes * 150 / exported:,.0f} frames/s)")
+        table.append(_rows.row(AREA, f"LeRobot v3.0 AV1 ingest, {episodes} episodes", int(frames) / float(elapsed),
+                               unit="frames/s", higher_is_better=True, note=f"peak RSS {int(peak_kb) / 1024:.0f} MB"))
+    return table
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    """Run the reader benchmarks, or with ``--training`` the training-loader ones."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=200)
     parser.add_argument("--frames", type=int, default=200)
@@ -609,13 +639,19 @@ def main() -> None:
     parser.add_argument("--train-frames", type=int, default=4000, help="frames per size for --training")
     parser.add_argument("--ingest-child", nargs=2, help=argparse.SUPPRESS)
     _rows.add_arguments(parser)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    args.best_of = 1 if args.quick else 3
     if args.ingest_child:
         _ingest_child(*args.ingest_child)
         return
     if args.training:
+        if args.quick:
+            args.train_frames = 1024
         with tempfile.TemporaryDirectory(dir=args.folder) as folder:
-            training(args, Path(folder))
+            rows = training(args, Path(folder))
+        _rows.write(args.json_path, AREA, f"{args.train_frames} random frames of 2 JPEG cameras at 96x96 and "
+                    f"224x224, batch 256, best of {args.best_of}; mixture of 3 sets; AV1 ingest of 150-frame "
+                    "episodes", rows)
         return
     if args.quick:
         args.episodes, args.frames, args.samples, args.open_episodes = 20, 50, 300, 5000

@@ -1,6 +1,7 @@
 """Remote benchmark: requests, bytes and time to read one item of a big file over HTTP, and dask throughput.
 
     python benchmarks/remote.py [--gb 1.0] [--dask-gb 2.0] [--episodes 2000] [--dir DIR] [--no-dask]
+                                [--quick] [--json PATH]
 
 Every file is served by the tests' HTTP range server (tests/remote/remote_servers.py) on 127.0.0.1, which
 counts the requests it receives and the body bytes it sends: the figures below are the server's. For
@@ -13,6 +14,7 @@ Then ``to_dask(url).sum().compute()`` on a --dask-gb bloscpack file with a Local
 processes, against the same sum over the same chunks already in the workers' memory (persisted:
 dask's own scheduling cost) and a local ``unpack_ndarray_from_file(path).sum()``. Goal: within 1.5x
 of the in-memory run. One run of each (after one warm-up of the cluster and the page cache).
+``--quick``: 0.03 GB files, 200 episodes, a 0.1 GB dask file.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import collections
 import collections.abc
 import mmap
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -31,6 +34,9 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # for _rows, also in dask's spawned workers, whose path lacks this folder
+import _rows  # noqa: E402
+
 # This folder holds kastore.py, bloscpack.py ... benchmarks that would shadow the reference packages.
 sys.path[:] = [str(HERE.parent / "src"), str(HERE.parent / "tests" / "remote")] + [
     entry for entry in sys.path if Path(entry or ".").resolve() != HERE]
@@ -174,7 +180,7 @@ def case_kdb(url: str, measure: Measure) -> dict:
     def ours():
         with kdb.open(url) as reader:
             episode = reader.read_episode(position)
-            images = episode.images["front"]
+            images = np.asarray(episode.images["front"])  # decoded lazily: read while the file is open
             entry = reader.entry(position)
             return (episode.steps.copy(), images, entry.meta_offset,
                     entry.meta_length + entry.actions_length + entry.images_length)
@@ -185,7 +191,7 @@ def case_kdb(url: str, measure: Measure) -> dict:
         data = fsspec.open(url, "rb").open().read()
         with kdb.open(data) as reader:
             episode = reader.read_episode(position)
-            return episode.steps.copy(), episode.images["front"]
+            return episode.steps.copy(), np.asarray(episode.images["front"])
     (ref_steps, ref_images), ref_requests, ref_sent, ref_elapsed = measure(reference)
     assert np.array_equal(steps, ref_steps) and np.array_equal(images, ref_images)
     return {"item": "one episode (10 frames + images)", "item_bytes": length, "requests": requests, "bytes": sent,
@@ -295,8 +301,24 @@ def main() -> None:
     parser.add_argument("--no-dask", action="store_true")
     parser.add_argument("--only-dask", action="store_true")
     parser.add_argument("--threads", type=int, default=1, help="threads per dask worker (both dask runs)")
+    _rows.add_arguments(parser)
     args = parser.parse_args()
+    if args.quick:
+        args.gb, args.dask_gb, args.episodes = 0.03, 0.1, 200
     folder = args.dir or Path(tempfile.mkdtemp(prefix="arrayio-remote-bench-"))
+    try:
+        rows = run(args, folder)
+    finally:
+        if args.dir is None:
+            shutil.rmtree(folder, ignore_errors=True)
+    sizes = f"{args.gb:g} GB files ({args.episodes} kdb episodes)"
+    if not args.no_dask:
+        sizes += f", a {args.dask_gb:g} GB bloscpack file for dask (LocalCluster, 2 processes x {args.threads} threads)"
+    _rows.write(args.json_path, "remote", f"{sizes}; HTTP range server on 127.0.0.1, best of {REPEAT}", rows)
+
+
+def run(args: argparse.Namespace, folder: Path) -> list[dict]:
+    """Every case, printed as a table; their rows."""
     folder.mkdir(parents=True, exist_ok=True)
     files = write_files(folder, args.gb, args.dask_gb, args.episodes, not args.no_dask)
     server = RangeServer()
@@ -320,8 +342,16 @@ def main() -> None:
              ("bloscpack", lambda: case_bloscpack(url["bloscpack"], measure)),
              ("kdb", lambda: case_kdb(url["kdb"], measure)),
              ("pycauset", lambda: case_pycauset(url["pycauset"], measure, folder))]
-    for name, run in cases:
-        row = run()
+    rows = []
+    for name, case in cases:
+        row = case()
+        rows.append(_rows.row("remote", f"{name}: {row['item']}", row["seconds"], reference=row["ref_seconds"],
+                              reference_name=row["ref"], limit=row["limit_seconds"],
+                              limit_name="one ranged GET of the item", target="<= 5 requests",
+                              note=f"{row['requests']} requests"))
+        rows.append(_rows.row("remote", f"{name}: bytes sent", row["bytes"], reference=row["ref_bytes"],
+                              reference_name="reference", limit=row["item_bytes"], limit_name="the item's bytes",
+                              unit="bytes", target="<= 1.01 x item + 64 KiB"))
         print(f"| {name} | {row['item']} | {row['item_bytes']:,} | {row['requests']} | "
               f"{row['bytes'] / (row['item_bytes'] + SLACK):.3f} | {row['seconds'] * 1e3:.1f} ms | "
               f"{row['ref_requests']} | {row['ref_bytes']:,} | {row['ref_seconds']:.2f} s | "
@@ -338,7 +368,12 @@ def main() -> None:
                                ("local unpack_ndarray_from_file(path).sum()", row["local"])):
             print(f"| {label} | {seconds:.2f} s | {row['nbytes'] / seconds / 1e9:.2f} GB/s | "
                   f"{seconds / row['memory']:.2f}x |")
+        rows.append(_rows.row("remote", "dask: to_dask(url).sum()", row["remote"], reference=row["local"],
+                              reference_name="local unpack_ndarray_from_file(path).sum(), no cluster",
+                              limit=row["memory"], limit_name="same chunks persisted in worker memory",
+                              target="<= 1.5x in-memory"))
     server.stop()
+    return rows
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ import struct
 import tempfile
 from collections import namedtuple
 from pathlib import Path
-from typing import IO, Any, BinaryIO, Callable, Iterable, Iterator, Sequence, Union
+from typing import IO, Any, BinaryIO, Callable, Generic, Iterable, Iterator, Sequence, TypeVar, Union, overload
 
 import numpy as np
 
@@ -65,15 +65,29 @@ def is_path(target: Any) -> bool:
     return isinstance(target, (str, bytes, os.PathLike))
 
 
-class Record:
+RecordTuple = TypeVar("RecordTuple", bound=tuple)
+
+
+class Record(Generic[RecordTuple]):
     """A fixed-size little-endian record declared once as (field, type) pairs.
 
     From the declaration come ``pack``, ``unpack``/``read`` (a namedtuple of
     the named fields), ``read_array`` (a zero-copy numpy structured view of N
-    consecutive records) and ``offset_of`` for error messages.
+    consecutive records) and ``offset_of`` for error messages. ``tuple_type``
+    (a ``typing.NamedTuple`` with the same field names) gives ``read`` a type
+    that editors and mypy see; without it the namedtuple is made here.
     """
 
-    def __init__(self, name: str, fields: Sequence[tuple[str | None, str]], size: int | None = None) -> None:
+    @overload
+    def __init__(self: Record[Any], name: str, fields: Sequence[tuple[str | None, str]],
+                 size: int | None = None) -> None: ...
+
+    @overload
+    def __init__(self: Record[RecordTuple], name: str, fields: Sequence[tuple[str | None, str]],
+                 size: int | None = None, *, tuple_type: type[RecordTuple]) -> None: ...
+
+    def __init__(self, name: str, fields: Sequence[tuple[str | None, str]], size: int | None = None, *,
+                 tuple_type: Any = None) -> None:
         self.name = name
         struct_codes = ["<"]
         names: list[str] = []
@@ -106,8 +120,12 @@ class Record:
         self.size = position
         self.fields = tuple(names)
         self._struct = struct.Struct("".join(struct_codes))
-        self.tuple_type = namedtuple(name.title().replace(" ", "").replace("-", ""), names)  # type: ignore[misc]
+        if tuple_type is not None and tuple(tuple_type._fields) != tuple(names):
+            raise ValueError(f"{name}: {tuple_type.__name__} has fields {tuple_type._fields}, declared {names}")
+        self.tuple_type: Any = tuple_type or namedtuple(
+            name.title().replace(" ", "").replace("-", ""), names)
         self.dtype = np.dtype({"names": names, "formats": formats, "offsets": offsets, "itemsize": position})
+        self._field_dtypes = {field: np.dtype(dtype_code) for field, dtype_code in zip(names, formats)}
         # For hot loops over variable-length data: a plain tuple, no namedtuple, no bounds check
         # (struct.error past the end; the caller explains it).
         self.unpack_plain = self._struct.unpack_from
@@ -128,19 +146,19 @@ class Record:
         for field in self.fields:
             value = values.get(field)
             if value is None:
-                value = b"" if self.dtype.fields[field][0].kind == "V" else 0
+                value = b"" if self._field_dtypes[field].kind == "V" else 0
             ordered.append(value)
         return self._struct.pack(*ordered)
 
     def field_unpacker(self, field: str) -> Any:
         """A fast ``unpack_from(buffer, offset)`` of one scalar field, taking the record's offset."""
-        return struct.Struct("<" + self.dtype.fields[field][0].char).unpack_from
+        return struct.Struct("<" + self._field_dtypes[field].char).unpack_from
 
-    def unpack(self, buffer: Any, offset: int = 0) -> Any:
+    def unpack(self, buffer: Any, offset: int = 0) -> RecordTuple:
         """Decode one record from ``buffer`` at ``offset`` (caller guarantees the length)."""
         return self.tuple_type._make(self._struct.unpack_from(buffer, offset))
 
-    def read(self, source: "Source", offset: int) -> Any:
+    def read(self, source: "Source", offset: int) -> RecordTuple:
         """Decode one record from ``source`` at ``offset``, bounds-checked."""
         return self.unpack(source.view(offset, self.size, self.name))
 
@@ -337,7 +355,7 @@ class GuardedFile(io.FileIO):
         super().__init__(fd, "wb", closefd=closefd)
         self.target = path
 
-    def write(self, data: Any) -> int:  # type: ignore[override]
+    def write(self, data: Any) -> int:
         """Write through the seam; an OS error becomes a WriteError naming the path."""
         return _os_call("write", self.target, io.FileIO.write, self, data)
 
@@ -357,7 +375,7 @@ def truncate_at(fd: int, length: int, path: str | None = None) -> None:
 
 
 def _contiguous_bytes(array: np.ndarray) -> memoryview:
-    return memoryview(np.ascontiguousarray(array)).cast("B")
+    return np.ascontiguousarray(array).data.cast("B")
 
 
 class Writer:
@@ -626,9 +644,9 @@ def _guarded_stream(fd: int, path: str, buffering: int = -1, closefd: bool = Tru
     """A binary write stream over ``fd`` whose OS calls pass the I/O seam (buffered unless 0)."""
     raw = GuardedFile(fd, path, closefd=closefd)
     if buffering == 0:
-        return raw  # type: ignore[return-value]
+        return raw
     size = buffering if buffering > 1 else io.DEFAULT_BUFFER_SIZE
-    return io.BufferedWriter(raw, size)  # type: ignore[return-value]
+    return io.BufferedWriter(raw, size)
 
 
 @contextlib.contextmanager
@@ -706,7 +724,7 @@ def read_exactly(stream: Any, length: int, errors: ErrorKinds, what: str, offset
             grown = np.empty(min(wanted, 2 * len(buffer)), dtype=np.uint8)
             grown[:filled] = buffer
             buffer = grown
-        with memoryview(buffer) as whole:
+        with buffer.data as whole:
             target = whole[filled:]
             if hasattr(stream, "readinto"):
                 count = stream.readinto(target)
@@ -718,7 +736,7 @@ def read_exactly(stream: Any, length: int, errors: ErrorKinds, what: str, offset
         if not count:
             raise errors.truncated_at(what, offset, length, offset + filled - len(prefix))
         filled += count
-    return memoryview(buffer)
+    return buffer.data
 
 
 def release_pages(source: Source, offset: int, length: int) -> None:

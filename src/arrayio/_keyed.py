@@ -10,6 +10,7 @@ object / pipe, and the rows the CLI prints. A format module supplies a
 
 from __future__ import annotations
 
+import contextlib
 import io
 import itertools
 import os
@@ -17,22 +18,23 @@ import stat
 from collections import namedtuple
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, overload
+from pathlib import Path
+from typing import Any, Callable, Iterator, NamedTuple, overload
 
 import numpy as np
 
 from ._binary import Source, is_path
-from ._readers import ReaderBase
+from ._readers import ReaderBase, entries_of, info_of, problems_of
+from ._sources import is_remote, is_url, resolve
 from ._text import value_lines
 from .errors import ClosedError, ErrorKinds, FormatError, Problem, UnsupportedError, current_origin, offsets_from
-from ._sources import is_remote, is_url, resolve
 
 __all__ = [
     "DTYPES", "ITEMSIZES", "ValueInfo", "UnsupportedDtypeError", "KeyDecodeError",
     "PY_ENGINE", "C_ENGINE", "ENGINES", "check_engine", "KeyedIndex", "KeyedFormat", "Prepared", "Store",
     "dtype_code", "prepare", "decode_keys", "running_starts", "first_failure", "aligned",
     "read_fixed", "load_store", "load_buffer", "entry_rows", "lines_of", "write_sample",
-    "padding_problems", "sample_data",
+    "padding_problems", "sample_data", "KeyedHooks", "keyed_hooks", "map_store",
 ]
 
 # Type code -> little-endian dtype; the code is the index (kastore's codes 0-9).
@@ -313,7 +315,10 @@ def first_failure(checks: list[tuple[np.ndarray, Callable[[int], Exception]]]) -
         hits = np.flatnonzero(bad)
         if hits.size and (best_index is None or hits[0] < best_index):
             best_index, best = int(hits[0]), describe
-    return None if best is None else best(best_index)
+    if best is None:
+        return None
+    assert best_index is not None  # set together with best
+    return best(best_index)
 
 
 def decode_keys(area: bytes, lengths: list[int], area_offset: int, key_encoding: str, errors: ErrorKinds,
@@ -520,6 +525,74 @@ def padding_problems(store: Store, keys_end: int) -> list[Problem]:
                                                          "zero bytes"))
         previous_end = start + length
     return problems
+
+
+def map_store(found: Any, layout: KeyedFormat, entry_size: int, key_terminator: int,
+              labels: tuple[str, str, str], as_written: Callable[[Any], None]) -> None:
+    """Place a store's parts on a byte map (``found``, a ``bytemap.Collector``): header, table, keys,
+    arrays with their padding, trailing bytes. ``labels`` are the table, keys and trailing labels
+    (``{count}`` is filled in); a store the parser rejects gets ``as_written``'s best effort, then
+    the error goes on to the collector, which marks where parsing stopped."""
+    source = found.source
+    try:
+        index = layout.parse(source, "utf-8")
+    except EOFError:  # an empty file: nothing to place
+        return
+    except FormatError:
+        with contextlib.suppress(FormatError):
+            as_written(found)
+        raise
+    count = len(index.keys)
+    table_end = layout.header_size + entry_size * count
+    keys_end = table_end + sum(len(key.encode("utf-8")) + key_terminator for key in index.keys)
+    table_label, keys_label, trailing_label = (label.format(count=count) for label in labels)
+    found.add(0, layout.header_size, "header", "header")
+    found.add(layout.header_size, entry_size * count, "table", table_label)
+    found.add(table_end, keys_end - table_end, "keys", keys_label)
+    found.packed(keys_end, ((start, length * DTYPES[code].itemsize, key) for key, code, start, length
+                            in zip(index.keys, index.types, index.starts, index.lengths)), "array")
+    found.add(index.size, source.size - index.size, "trailing", trailing_label)
+
+
+class KeyedHooks(NamedTuple):
+    """The registry hooks of a key -> array format (kastore and kast share them: only load and dump differ)."""
+
+    open: Callable[..., Store]
+    validate: Callable[[Any], list[Problem]]
+    info: Callable[[Any], dict]
+    entries: Callable[[Any], list[dict]]
+    cat: Callable[[Any, str], Iterator[str]]
+    demo: Callable[[Any], Any]
+
+
+def keyed_hooks(load: Callable[..., Store], dump: Callable[[Any, Any], None], demo_name: str) -> KeyedHooks:
+    """open/validate/info/entries/cat/demo of the format whose ``load`` and ``dump`` are given."""
+
+    def open(path: Any, storage_options: dict | None = None) -> Store:  # noqa: A001 - the registry protocol name
+        """Open the file: a zero-copy map of a path, ranged reads of a URL (``storage_options`` go to fsspec)."""
+        return load(path, storage_options=storage_options)
+
+    def validate(path: Any) -> list[Problem]:
+        """Every problem: load errors, unsorted keys, non-zero reserved/padding bytes, bad trailing bytes."""
+        return problems_of(open, path)
+
+    def info(path: Any) -> dict:
+        """Header facts and one row per key."""
+        return info_of(open, path)
+
+    def entries(path: Any) -> list[dict]:
+        """Rows for ``arrayio ls``: key, dtype, shape, size in bytes."""
+        return entries_of(open, path)
+
+    def cat(path: Any, name: str) -> Iterator[str]:
+        """The values of one key, one per line (as ``kastore dump`` prints them)."""
+        return lines_of(load, path, name)
+
+    def demo(folder: Any) -> Any:
+        """Write a sample store of all ten dtypes, load it back and check every array."""
+        return write_sample(dump, load, Path(folder) / demo_name)
+
+    return KeyedHooks(open, validate, info, entries, cat, demo)
 
 
 def lines_of(load: Callable[[Any], Store], path: Any, key: str) -> Iterator[str]:

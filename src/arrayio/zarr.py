@@ -784,10 +784,11 @@ def open_store(target: Any, storage_options: dict | None = None) -> FormatStore:
     reader = open_reader(target, storage_options)
     try:
         name = target if isinstance(target, str) else getattr(getattr(reader, "source", None), "name", "<data>")
-        reopen = None
-        if isinstance(target, (str, os.PathLike)):  # workers of a cluster may run elsewhere: an absolute path
-            location = os.fspath(target)
-            reopen = (location if is_url(location) else os.path.abspath(location), storage_options)
+        # Workers reopen the file: a local path must not depend on their working directory.
+        where = os.fspath(target) if isinstance(target, (str, os.PathLike)) else None
+        if where is not None and not is_url(where):
+            where = os.path.abspath(where)
+        reopen = (where, storage_options) if where is not None else None
         return FormatStore(reader, str(name), reopen)
     except BaseException:
         reader.close()

@@ -254,3 +254,15 @@ def test_packed_pycauset_layouts_are_read_in_row_blocks(tmp_path, small_chunks, 
         assert node.nchunks > 1, name
         assert np.array_equal(node[...], expected), name
         assert np.array_equal(node[17:23, 5:], expected[17:23, 5:]), name
+
+
+def test_store_of_a_relative_path_reopens_from_any_working_directory(tmp_path, monkeypatch):
+    """dask.distributed workers unpickle the store in their own working directory."""
+    import pickle
+
+    monkeypatch.chdir(tmp_path)
+    kastore.dump({"a": np.arange(10)}, "rel.kas")
+    pickled = pickle.dumps(open_store("rel.kas"))
+    monkeypatch.chdir("/")
+    store = pickle.loads(pickled)
+    assert np.array_equal(zarr.open_group(store=store, mode="r")["a"][:], np.arange(10))

@@ -156,7 +156,7 @@ def test_validate_reports_the_same_problem_without_raising(raw: bytes, text: str
     assert len(problems) == 1 and str(problems[0]).startswith("kast: ")
     assert text in str(problems[0]) and isinstance(problems[0].offset, int)
     if raw.startswith(b"KAST"):  # otherwise the generic entry point finds no format by the magic bytes
-        assert [str(problem) for problem in arrayio.validate(path)] == problems
+        assert arrayio.validate(path) == problems
 
 
 def test_empty_file_is_a_format_error_and_an_eof(tmp_path) -> None:

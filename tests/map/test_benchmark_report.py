@@ -83,7 +83,15 @@ def test_run_all_writes_tables_and_charts_and_keeps_the_prose(run_all, monkeypat
     assert not (run_all.IMAGES / "benchmarks-broken.png").exists()
 
 
-@pytest.mark.parametrize("name", ["kastore", "bloscpack", "kdb", "pycauset"])
+SCRIPTS = sorted(path.stem for path in BENCHMARKS.glob("*.py") if not path.stem.startswith("_")
+                 and path.stem != "run_all")
+
+
+def test_every_area_is_measured_by_run_all():
+    assert {"kastore", "bloscpack", "kdb", "kdb_training", "pycauset", "remote", "zarr", "cli", "append"} <= set(SCRIPTS)
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
 def test_every_benchmark_script_takes_quick_and_json(name):
     result = subprocess.run([sys.executable, str(BENCHMARKS / f"{name}.py"), "--help"], capture_output=True,
                             text=True, timeout=120, check=False)

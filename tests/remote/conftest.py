@@ -58,9 +58,12 @@ def s3_put(s3_server) -> Callable[[str, bytes], str]:
     return put
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def dask_client():
-    """One real dask.distributed LocalCluster (2 worker processes) for the whole session: it is slow to start."""
+    """One real dask.distributed LocalCluster (2 worker processes) per module that uses it (slow to start).
+
+    Module scope: the client is every computation's default scheduler while it lives, so it must
+    not outlive the dask tests and run other modules' computations."""
     distributed = pytest.importorskip("distributed")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -16,14 +16,14 @@ import mmap
 import os
 import warnings
 import zlib
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Literal
 
 import blosc
 import numpy as np
 
 from .._binary import Source, atomic_write, release_pages
-from .._sources import is_remote, is_url, resolve
 from .._readers import ReaderBase
+from .._sources import is_remote, is_url, resolve
 from ..errors import Problem
 from ._errors import ERRORS, FileClosedError, NotANumpyArray
 from ._records import (
@@ -161,7 +161,7 @@ def _as_tuples(descr: Any) -> Any:
     return descr
 
 
-def _numpy_layout(metadata: MetadataSection) -> tuple[np.dtype, tuple[int, ...], str]:
+def _numpy_layout(metadata: MetadataSection) -> tuple[np.dtype, tuple[int, ...], Literal["C", "F"]]:
     """dtype, shape and order of an ndarray file, from its metadata."""
     value = metadata.value
     where = metadata.offset + METADATA_HEADER.size
@@ -228,7 +228,7 @@ class BloscpackFile(ReaderBase):
         self._offsets_trusted = False
         self.is_numpy = False
         self.dtype = np.dtype(np.uint8)
-        self.order = "C"
+        self.order: Literal["C", "F"] = "C"
         self.shape: tuple[int, ...] = ()
         if self.metadata_section is not None and isinstance(self.metadata, dict) \
                 and self.metadata.get("container") == "numpy":
@@ -292,6 +292,7 @@ class BloscpackFile(ReaderBase):
         if not self.is_numpy:
             self.shape = (self.nbytes,) if self.nbytes is not None else (self._scanned_nbytes(),)
             return
+        assert self.metadata_section is not None  # is_numpy comes from the metadata
         expected = math.prod(self.shape) * self.dtype.itemsize
         stored = self.nbytes if self.nbytes is not None else self._scanned_nbytes()
         if stored != expected:
@@ -393,7 +394,7 @@ class BloscpackFile(ReaderBase):
     def positions(self) -> np.ndarray:
         """Absolute byte offset of each chunk's Blosc header (from the offsets table when it is sound)."""
         if self._positions is None:
-            if self._offsets_plausible():
+            if self.offsets is not None and self._offsets_plausible():
                 self._positions = np.asarray(self.offsets[:self.nchunks], dtype=np.int64)
                 self._offsets_trusted = True
             else:

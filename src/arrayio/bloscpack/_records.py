@@ -15,7 +15,7 @@ import hashlib
 import struct
 import zlib
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from .._binary import Record
 from ._errors import NoSuchChecksum, NoSuchCodec
@@ -36,6 +36,20 @@ MAX_META_SIZE = 2**32 - 1
 MIN_CLEVEL, MAX_CLEVEL = 0, 9
 UNKNOWN = -1  # chunk_size, last_chunk and nchunks use -1 for "not recorded"
 
+class BloscpackHeader(NamedTuple):
+    """The fields of HEADER as ``HEADER.read`` gives them."""
+
+    magic: bytes
+    format_version: int
+    options: int
+    checksum: int
+    typesize: int
+    chunk_size: int
+    last_chunk: int
+    nchunks: int
+    max_app_chunks: int
+
+
 HEADER = Record("bloscpack header", [
     ("magic", "4s"),
     ("format_version", "u1"),
@@ -46,7 +60,7 @@ HEADER = Record("bloscpack header", [
     ("last_chunk", "<i4"),
     ("nchunks", "<i8"),
     ("max_app_chunks", "<i8"),
-], size=32)
+], size=32, tuple_type=BloscpackHeader)
 
 METADATA_HEADER = Record("bloscpack metadata header", [
     ("magic_format", "8s"),

@@ -101,7 +101,7 @@ def metadata_section(metadata: Any, metadata_args: MetadataArgs,
 
 def _compressor(data: np.ndarray, chunk_size: int, blosc_args: BloscArgs,
                 checksum: Checksum) -> Callable[[int], tuple[bytes, bytes]]:
-    view = memoryview(data)
+    view = data.data
     shuffle = int(blosc_args.shuffle)
 
     def compress(index: int) -> tuple[bytes, bytes]:
@@ -262,7 +262,7 @@ def append_file(orig_file: Any, new_data: np.ndarray, blosc_args: Any = None,
             if header.chunk_size == 0 and len(new_data):
                 raise UnsupportedError("bloscpack: cannot append to a file written from empty input "
                                        "(its chunk_size is 0); pack the data anew")
-            args = {"typesize": None, "clevel": None, "shuffle": None, "cname": None}
+            args: dict[str, Any] = {"typesize": None, "clevel": None, "shuffle": None, "cname": None}
             args.update(dict(blosc_args or {}))
             if args["typesize"] is None:
                 if header.typesize == 0:

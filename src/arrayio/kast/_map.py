@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
-
 from .._binary import Source
-from .._keyed import DTYPES
+from .._keyed import DTYPES, map_store
 from ..bytemap import Collector, Section
-from ..errors import FormatError
 from ._reader import KEYED
-from ._records import DEFAULT_KEY_ENCODING, ENTRY, HEADER, KEYS_TABLE_OFFSET
+from ._records import ENTRY, HEADER, KEYS_TABLE_OFFSET
 
 
 def sections(source: Source) -> list[Section]:
@@ -18,22 +15,8 @@ def sections(source: Source) -> list[Section]:
 
 
 def _parse(found: Collector) -> None:
-    source = found.source
-    try:
-        index = KEYED.parse(source, DEFAULT_KEY_ENCODING)
-    except FormatError:
-        with contextlib.suppress(FormatError):
-            _table_as_written(found)
-        raise
-    count = len(index.keys)
-    table_end = KEYS_TABLE_OFFSET + ENTRY.size * count
-    keys_end = table_end + sum(len(key.encode(DEFAULT_KEY_ENCODING)) + 1 for key in index.keys)
-    found.add(0, HEADER.size, "header", "header")
-    found.add(KEYS_TABLE_OFFSET, ENTRY.size * count, "table", f"keys table ({count} entries)")
-    found.add(table_end, keys_end - table_end, "keys", f"{count} keys + NULs")
-    found.packed(keys_end, ((start, length * DTYPES[code].itemsize, key) for key, code, start, length
-                            in zip(index.keys, index.types, index.starts, index.lengths)), "array")
-    found.add(index.size, source.size - index.size, "trailing", "after the last array")
+    labels = ("keys table ({count} entries)", "{count} keys + NULs", "after the last array")
+    map_store(found, KEYED, ENTRY.size, 1, labels, _table_as_written)
 
 
 def _table_as_written(found: Collector) -> None:

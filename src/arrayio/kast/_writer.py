@@ -32,7 +32,7 @@ from ._records import (
 )
 
 
-def _plan(prepared: list[Prepared]) -> tuple[bytes, np.ndarray, bytes]:
+def _plan(prepared: Prepared) -> tuple[bytes, np.ndarray, bytes]:
     """Header bytes, keys table and keys area of ``prepared`` (checked for what KAST cannot hold)."""
     count = len(prepared)
     if count > U32_MAX:
@@ -58,7 +58,7 @@ def _plan(prepared: list[Prepared]) -> tuple[bytes, np.ndarray, bytes]:
     return header, table, area
 
 
-def _write(stream: BinaryIO, prepared: list[Prepared], layout: tuple[bytes, np.ndarray, bytes]) -> None:
+def _write(stream: BinaryIO, prepared: Prepared, layout: tuple[bytes, np.ndarray, bytes]) -> None:
     header, table, area = layout
     writer = Writer(stream)
     writer.write(header)

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
-
 from .._binary import Source
-from .._keyed import DTYPES
+from .._keyed import DTYPES, map_store
 from ..bytemap import Collector, Section
-from ..errors import FormatError
 from ._reader import KEYED
-from ._records import DEFAULT_KEY_ENCODING, HEADER, ITEM
+from ._records import HEADER, ITEM
 
 
 def sections(source: Source) -> list[Section]:
@@ -18,24 +15,8 @@ def sections(source: Source) -> list[Section]:
 
 
 def _parse(found: Collector) -> None:
-    source = found.source
-    try:
-        index = KEYED.parse(source, DEFAULT_KEY_ENCODING)
-    except EOFError:
-        return
-    except FormatError:
-        with contextlib.suppress(FormatError):
-            _descriptors_as_written(found)
-        raise
-    count = len(index.keys)
-    table_end = HEADER.size + ITEM.size * count
-    keys_end = table_end + sum(len(key.encode(DEFAULT_KEY_ENCODING)) for key in index.keys)
-    found.add(0, HEADER.size, "header", "header")
-    found.add(HEADER.size, ITEM.size * count, "table", f"{count} item descriptors")
-    found.add(table_end, keys_end - table_end, "keys", f"{count} keys")
-    found.packed(keys_end, ((start, length * DTYPES[code].itemsize, key) for key, code, start, length
-                            in zip(index.keys, index.types, index.starts, index.lengths)), "array")
-    found.add(index.size, source.size - index.size, "trailing", "after header.file_size")
+    labels = ("{count} item descriptors", "{count} keys", "after header.file_size")
+    map_store(found, KEYED, ITEM.size, 0, labels, _descriptors_as_written)
 
 
 def _descriptors_as_written(found: Collector) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from .._binary import Record
 
 FORMAT_NAME = "kastore"
@@ -11,10 +13,21 @@ VERSION_MINOR = 0
 ALIGNMENT = 8
 DEFAULT_KEY_ENCODING = "utf-8"
 
+class Header(NamedTuple):
+    """The fields of HEADER as ``HEADER.read`` gives them."""
+
+    magic: bytes
+    version_major: int
+    version_minor: int
+    num_items: int
+    file_size: int
+    reserved: bytes
+
+
 HEADER = Record("header", [
     ("magic", "8s"), ("version_major", "<u2"), ("version_minor", "<u2"),
     ("num_items", "<u4"), ("file_size", "<u8"), ("reserved", "40s"),
-], size=64)
+], size=64, tuple_type=Header)
 
 ITEM = Record("item descriptor", [
     ("type", "u1"), ("reserved_after_type", "7s"), ("key_start", "<u8"), ("key_len", "<u8"),

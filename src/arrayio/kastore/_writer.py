@@ -30,7 +30,7 @@ from ._records import (
 )
 
 
-def _plan(prepared: list[Prepared]) -> tuple[bytes, np.ndarray, int]:
+def _plan(prepared: Prepared) -> tuple[bytes, np.ndarray, int]:
     """Header bytes, descriptor table and total size of the canonical layout."""
     count = len(prepared)
     if count > 0xFFFFFFFF:
@@ -53,7 +53,7 @@ def _plan(prepared: list[Prepared]) -> tuple[bytes, np.ndarray, int]:
     return header, table, position
 
 
-def _write(stream: BinaryIO, prepared: list[Prepared]) -> int:
+def _write(stream: BinaryIO, prepared: Prepared) -> int:
     header, table, total = _plan(prepared)
     writer = Writer(stream)
     writer.write(header)

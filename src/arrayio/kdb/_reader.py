@@ -111,7 +111,7 @@ class Frame(NamedTuple):
     """One frame of one episode: its state/action values and the camera images asked for."""
 
     episode: int
-    index: int
+    index: int  # type: ignore[assignment]  # the frame number; a public name that shadows tuple.index
     state: np.ndarray
     action: np.ndarray
     reward: float
@@ -212,7 +212,7 @@ class CameraFrames(Sequence[np.ndarray]):
     def __len__(self) -> int:
         return self.images.num_frames
 
-    @overload
+    @overload  # type: ignore[override]  # a slice gives one stacked array, not a Sequence
     def __getitem__(self, index: int) -> np.ndarray: ...
 
     @overload

@@ -11,6 +11,8 @@ points the original spec leaves open are in ``docs/formats/kdb.md``.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from .._binary import Record
 
 FORMAT_NAME = "kdb"
@@ -32,6 +34,20 @@ IMAGE_COMPRESSED = 1
 # metadata "success" byte
 SUCCESS_UNKNOWN, SUCCESS_FALSE, SUCCESS_TRUE = 0, 1, 2
 
+class KdbHeader(NamedTuple):
+    """The fields of HEADER as ``HEADER.read`` gives them."""
+
+    magic: bytes
+    version_major: int
+    version_minor: int
+    num_episodes: int
+    num_frames: int
+    index_offset: int
+    index_length: int
+    created_timestamp: int
+    reserved: bytes
+
+
 HEADER = Record("kdb header", [
     ("magic", "4s"),
     ("version_major", "<u2"),
@@ -42,7 +58,7 @@ HEADER = Record("kdb header", [
     ("index_length", "<u8"),
     ("created_timestamp", "<u8"),
     ("reserved", "16s"),
-], size=HEADER_SIZE)
+], size=HEADER_SIZE, tuple_type=KdbHeader)
 
 INDEX_ENTRY = Record("kdb index entry", [
     ("episode_id", "<u8"),

@@ -175,7 +175,7 @@ def _first_cameras(kdb: KdbFile) -> list[str]:
     return []
 
 
-def frame_offsets(deltas: Sequence[float], fps: float, tolerance_s: float, key: str) -> np.ndarray:
+def frame_offsets(deltas: Sequence[float] | np.ndarray, fps: float, tolerance_s: float, key: str) -> np.ndarray:
     """Whole-frame offsets of ``deltas`` seconds at ``fps``; ValueError when one is off the frame grid."""
     values = np.asarray(deltas, dtype=np.float64).reshape(-1)
     if not len(values):

@@ -23,8 +23,8 @@ import numpy as np
 
 from .._binary import U64_MAX, output_stream
 from .._binary import Writer as StreamWriter
-from ..errors import WriteError
 from .._sources import is_url
+from ..errors import WriteError
 from . import _images
 from ._codec import check_f32, encode_meta, encode_utf8, step_dtype
 from ._images import EncodedImage
@@ -209,8 +209,9 @@ class Writer:
             raise RuntimeError("kdb: begin_episode() while another episode is open; call end_episode() first")
         _check_dim(state_dim, "state_dim")
         _check_dim(action_dim, "action_dim")
-        meta = {"embodiment": embodiment, "task": task, "fps": check_f32(fps, "fps"), "success": _success(success),
-                "total_reward": None if total_reward is None else check_f32(total_reward, "total_reward")}
+        meta: dict[str, Any] = {
+            "embodiment": embodiment, "task": task, "fps": check_f32(fps, "fps"), "success": _success(success),
+            "total_reward": None if total_reward is None else check_f32(total_reward, "total_reward")}
         encode_meta(**meta)
         if episode_id is not None and not 0 <= int(episode_id) <= U64_MAX:
             raise ValueError(f"kdb: episode_id must be 0..2**64-1, got {episode_id}")
@@ -237,7 +238,7 @@ class Writer:
     def _spool_frame(self, episode: _OpenEpisode, step: np.ndarray, prepared: list) -> int:
         """Add one frame to the episode's spools (a temporary file beside the target past SPOOL_BYTES)."""
         try:
-            episode.steps.write(memoryview(step).cast("B"))
+            episode.steps.write(step.data.cast("B"))
             episode.images.write(CAMERA_COUNT.pack(num_cameras=len(prepared)))
             for name, (header, data) in prepared:
                 episode.images.write(_camera_prefix(name) + header)
@@ -291,8 +292,10 @@ class Writer:
     def _prepare_image(self, image: ImageInput, camera: str, frame: int) -> tuple[bytes, Any]:
         """The image header and the data to store for one camera image."""
         where = f"camera {camera!r} frame {frame}"
+        data: Any  # encoded bytes, or the pixel array itself
         if isinstance(image, EncodedImage):
             image = image.with_dimensions()
+            assert image.width is not None and image.height is not None and image.channels is not None  # filled
             width, height, channels, kind, data = (image.width, image.height, image.channels, IMAGE_COMPRESSED,
                                                    image.data)
         elif isinstance(image, (bytes, bytearray, memoryview)):

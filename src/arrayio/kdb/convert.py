@@ -30,6 +30,12 @@ HDF5_SLICE = 64
 _DEMO = re.compile(r"demo_(\d+)$")
 
 
+def _demo_number(name: str) -> int:
+    match = _DEMO.match(name)
+    assert match is not None  # only names that match are sorted
+    return int(match[1])
+
+
 def _no_progress(done: int, total: int) -> None:
     """Default progress callback: nothing."""
 
@@ -54,7 +60,7 @@ def ingest_hdf5(source: Any, target: Any, *, compress: str | None = "jpeg", qual
         data = hdf5["data"]
         if task is None:
             task = _robomimic_task(data.attrs.get("env_args"))
-        demos = sorted((name for name in data if _DEMO.match(name)), key=lambda name: int(_DEMO.match(name)[1]))
+        demos = sorted((name for name in data if _DEMO.match(name)), key=_demo_number)
         written = 0
         with Writer(target, compress=compress, quality=quality) as writer:
             for done, name in enumerate(demos):

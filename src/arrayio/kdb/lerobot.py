@@ -163,7 +163,8 @@ def _episode_table(root: Path, info: dict, video_keys: list[str]) -> dict[int, d
                 table[int(row["episode_index"])] = {"tasks": list(row.get("tasks") or []), "videos": videos}
     elif (meta / "episodes.jsonl").exists():
         chunks = int(info.get("chunks_size", CHUNKS_SIZE))
-        template = info.get("video_path") or "videos/chunk-{episode_chunk:03d}/{video_key}/episode_{episode_index:06d}.mp4"
+        template = info.get("video_path") or (
+            "videos/chunk-{episode_chunk:03d}/{video_key}/episode_{episode_index:06d}.mp4")
         for record in _read_jsonl(meta / "episodes.jsonl"):
             index = int(record["episode_index"])
             videos = {key: (root / template.format(episode_chunk=index // chunks, video_key=key, episode_index=index),
@@ -240,7 +241,7 @@ class _EpisodeRun:
         actions = _matrix_of(rows.slice(0, 1), _vector_columns(rows, "action"))
         task_index = rows.column("task_index")[0].as_py() if "task_index" in rows.column_names else None
         listed = self.episodes.get(episode_index, {}).get("tasks") or [""]
-        task = self.tasks.get(task_index, listed[0])
+        task = listed[0] if task_index is None else self.tasks.get(task_index, listed[0])
         if self.video_keys and episode_index not in self.episodes:
             raise ValueError(f"kdb: episode {episode_index} is not in the episode metadata (its videos are unknown)")
         self.writer.begin_episode(state_dim=states.shape[1], action_dim=actions.shape[1], embodiment=self.embodiment,
@@ -262,7 +263,8 @@ class _EpisodeRun:
         else:
             times = (self.frame + np.arange(rows.num_rows)) / self.fps
         images = {camera: rows.column(column).to_pylist() for camera, column in _image_columns(rows).items()}
-        videos = self.episodes.get(self.episode_index, {}).get("videos", {})
+        known = {} if self.episode_index is None else self.episodes.get(self.episode_index, {})
+        videos = known.get("videos", {})
         for row in range(rows.num_rows):
             frame_images: dict[str, Any] = {
                 camera: _encoded(cells[row]["bytes"], f"episode {self.episode_index} {camera} row {row}")
@@ -346,6 +348,7 @@ class _VideoReader:
 
         tolerance = self.tolerance_s
         if self._current is not None and seconds < self._current[0] - tolerance:
+            assert self._stream.time_base is not None  # set on every opened stream
             self._container.seek(max(0, int(seconds / self._stream.time_base)), stream=self._stream, backward=True)
             self._restart()
         while True:
@@ -466,16 +469,17 @@ def _export(kdb: Any, root: Path, *, video: bool, codec: str, crf: int | None, r
                     accumulator.add(columns[name])
                     episode_stats[name] = episode_stat
                 for camera, key in keys.items():
-                    episode_stat = episode_stats[key] = _ImageStats()
+                    image_stat = episode_stats[key] = _ImageStats()
                     for frame in _stat_frames(frames):
                         pixels = episode.images.frame(frame, [camera])[camera]
-                        episode_stat.add(pixels)
+                        image_stat.add(pixels)
                         image_stats[key].add(pixels)
                 arrays = []
                 for field in schema:
                     if field.name in keys.values():
                         camera = camera_name(field.name)
-                        arrays.append(pa.array([{"bytes": _png(episode, camera, frame), "path": f"frame-{frame:06d}.png"}
+                        arrays.append(pa.array([{"bytes": _png(episode, camera, frame),
+                                                 "path": f"frame-{frame:06d}.png"}
                                                 for frame in range(frames)], type=field.type))
                     elif pa.types.is_fixed_size_list(field.type):
                         values = columns[field.name]
@@ -515,12 +519,14 @@ def _export(kdb: Any, root: Path, *, video: bool, codec: str, crf: int | None, r
         "chunks_size": CHUNKS_SIZE, "data_files_size_in_mb": 100, "video_files_size_in_mb": 200,
         "fps": int(fps) if float(fps).is_integer() else fps, "splits": {"train": f"0:{len(metas)}"},
         "data_path": "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet",
-        "video_path": "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4" if video and keys else None,
+        "video_path": ("videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4"
+                       if video and keys else None),
         "features": features,
     }
     (root / "meta" / "info.json").write_text(json.dumps(info, indent=4), "utf-8")
     (root / "meta" / "stats.json").write_text(
-        json.dumps({name: accumulator.result() for name, accumulator in {**stats, **image_stats}.items()}, indent=4),
+        json.dumps({**{name: accumulator.result() for name, accumulator in stats.items()},
+                    **{name: accumulator.result() for name, accumulator in image_stats.items()}}, indent=4),
         "utf-8")
     return len(metas)
 
@@ -606,6 +612,7 @@ class _Stats:
             self.total, self.squares = rows.sum(0), (rows ** 2).sum(0)
             self.low, self.high = rows.min(0), rows.max(0)
         else:
+            assert self.squares is not None and self.low is not None and self.high is not None  # set with total
             self.total += rows.sum(0)
             self.squares += (rows ** 2).sum(0)
             self.low, self.high = np.minimum(self.low, rows.min(0)), np.maximum(self.high, rows.max(0))
@@ -613,6 +620,8 @@ class _Stats:
 
     def result(self) -> dict[str, list]:
         """The statistics as lists (the stats.json form)."""
+        if self.total is None or self.squares is None or self.low is None or self.high is None:
+            raise ValueError("kdb: no values to summarise")
         mean = self.total / self.count
         std = np.sqrt(np.maximum(self.squares / self.count - mean ** 2, 0))
         return {"min": self.low.tolist(), "max": self.high.tolist(), "mean": mean.tolist(), "std": std.tolist(),
@@ -668,10 +677,13 @@ class _VideoWriter:
         self.path = path
         self.rate = Fraction(fps).limit_denominator(1001)
         self._container = av.open(os.fspath(path), "w", options={"movflags": "faststart"})
-        options = {"crf": str(30 if crf is None else crf)} if codec == "av1" else {"crf": str(23 if crf is None else crf)}
+        default_crf = 30 if codec == "av1" else 23
+        options = {"crf": str(default_crf if crf is None else crf)}
         if codec == "av1":
             options["preset"] = "12"
-        self._stream = self._container.add_stream(VIDEO_CODECS[codec], rate=self.rate, options=options)
+        stream = self._container.add_stream(VIDEO_CODECS[codec], rate=self.rate, options=options)
+        assert isinstance(stream, av.VideoStream)  # a video codec gives a video stream
+        self._stream = stream
         self._stream.height, self._stream.width = int(shape[0]), int(shape[1])
         self._stream.pix_fmt = "yuv420p"
         self._stream.codec_context.gop_size = 2

@@ -26,7 +26,9 @@ def episode_png(kdb: KdbFile, position: int, target: Any, *, frames: int = 8, dp
     meta = episode.meta
     if not len(episode):
         raise ValueError(f"kdb: episode {meta.episode_id} has no frames to draw")
-    cameras = episode.images.cameras
+    images = episode.images
+    assert images is not None  # read_episode reads images by default
+    cameras = images.cameras
     count = max(1, min(frames, len(episode)))
     picks = np.unique(np.linspace(0, len(episode) - 1, count).round().astype(int))
     seconds = np.arange(len(episode)) / meta.fps if meta.fps > 0 else np.arange(len(episode))
@@ -53,7 +55,7 @@ def episode_png(kdb: KdbFile, position: int, target: Any, *, frames: int = 8, dp
     for offset, camera in enumerate(cameras):
         for column, pick in enumerate(picks):
             axes = figure.add_subplot(grid[2 + offset, column])
-            image = episode.images.frame(int(pick), [camera]).get(camera)
+            image = images.frame(int(pick), [camera]).get(camera)
             if image is not None:
                 axes.imshow(image[:, :, 0] if image.shape[2] == 1 else image[:, :, :3],
                             cmap="gray" if image.shape[2] == 1 else None)

@@ -74,7 +74,7 @@ def merge(sources: Sequence[Any], target: Any, *, keep_ids: bool = False, progre
     Episode ids are renumbered 0, 1, ... unless ``keep_ids``, which needs them unique across the inputs.
     """
     paths = resolve_sources(list(sources))
-    total, owners = 0, {}
+    total, owners = 0, dict[int, str]()
     for path in paths:
         with open_file(path) as kdb:
             total += len(kdb)
@@ -195,7 +195,8 @@ def _evaluate(node: ast.AST, fields: dict[str, Any]) -> Any:
         return fields[node.id]
     if isinstance(node, ast.Constant):
         return node.value
-    return tuple(_evaluate(element, fields) for element in node.elts)  # Tuple / List
+    assert isinstance(node, (ast.Tuple, ast.List))  # the only node types left after the parse check
+    return tuple(_evaluate(element, fields) for element in node.elts)
 
 
 def stats(sources: Sequence[Any], *, progress: Progress = _no_progress) -> dict:
@@ -203,7 +204,7 @@ def stats(sources: Sequence[Any], *, progress: Progress = _no_progress) -> dict:
     paths = resolve_sources(list(sources))
     tasks: dict[str, dict[str, Any]] = {}
     cameras: dict[str, dict[str, Any]] = {}
-    files, dims, fps, embodiments = [], set(), set(), {}
+    files, dims, fps, embodiments = [], set(), set(), dict[str, int]()
     episodes = frames = 0
     counts = {"success": 0, "failure": 0, "unknown": 0}
     total = 0

@@ -74,7 +74,8 @@ def _image_tensor(pixels: np.ndarray | torch.Tensor, image_format: str) -> torch
     lead = pixels.ndim - 3
     tensor = pixels if isinstance(pixels, torch.Tensor) else torch.from_numpy(pixels)
     if image_format == "float":
-        tensor = _batch_tensor(tuple(tensor.shape), torch.float32).copy_(tensor).mul_(np.float32(1 / 255))
+        scale = np.float32(1 / 255)
+        tensor = _batch_tensor(tuple(tensor.shape), torch.float32).copy_(tensor).mul_(scale)  # type: ignore[arg-type]
     return tensor.permute(*range(lead), lead + 2, lead, lead + 1)
 
 
@@ -181,6 +182,7 @@ class FrameDataset(Dataset):
         self.outputs = self._plan_outputs()
         self._offsets_by_fps: dict[float, dict[str, np.ndarray]] = {}
         if self.delta_timestamps is not None:
+            assert self.shards.episode_fps is not None  # read because delta_timestamps is given
             for fps in np.unique(self.shards.episode_fps):
                 self._window_frames(float(fps))
 
@@ -243,6 +245,7 @@ class FrameDataset(Dataset):
         if output.frames is not None:
             wanted = local[:, None] + output.frames[None, :]
         elif output.seconds is not None:
+            assert self.shards.episode_fps is not None  # read because delta_timestamps is given
             fps = self.shards.episode_fps[episodes]
             wanted = np.empty((len(local), len(output.seconds)), np.int64)
             for value in np.unique(fps):
@@ -265,10 +268,12 @@ class FrameDataset(Dataset):
             camera = output.field[len("image."):]
             frames = rows[output.key][0][members]
             table = tables.get(camera)
-            missing = frames.reshape(-1) if table is None else frames.reshape(-1)[table["length"][frames.reshape(-1)] < 0]
+            wanted = frames.reshape(-1)
+            missing = wanted if table is None else wanted[table["length"][wanted] < 0]
             if len(missing):
                 raise KeyError(f"kdb: shard {shard} episode {position} frame {int(missing[0])} has no image of "
                                f"camera {camera!r}")
+            assert table is not None  # without a table every frame is missing, raised above
             gather = state[output.key]
             gather.records[rows_of] = table[frames]
             gather.source[rows_of] = source
@@ -455,7 +460,8 @@ def decode_batch(batch: Mapping[str, Any], device: Any = "cpu", *, image_format:
     ``device="cuda"`` decodes each camera's JPEGs in one batched nvJPEG call
     (``torchvision.io.decode_jpeg``); PNG or raw images, or a machine without
     CUDA or torchvision, raise unless ``fallback=True``, which decodes those on
-    the CPU instead (and keeps everything on the CPU when there is no CUDA). ``image_format="float"`` gives float32 in [0, 1].
+    the CPU instead (and keeps everything on the CPU when there is no CUDA).
+    ``image_format="float"`` gives float32 in [0, 1].
     """
     _check_image_format(image_format)
     target = torch.device(device)
@@ -525,7 +531,7 @@ def _decode_cpu(key: str, data: torch.Tensor, offsets: torch.Tensor, sizes: np.n
             except Exception:  # noqa: BLE001, S110 - the general decoder below reports the precise error
                 pass
         try:
-            pixels[slot] = _images.decode(memoryview(piece), width, height, channels)
+            pixels[slot] = _images.decode(piece.data, width, height, channels)
         except ValueError as error:
             raise ImageDecodeError(format="kdb", field=f"{key} image {slot}", offset=start,
                                    expected="a decodable JPEG or PNG", found=str(error)) from None
@@ -597,8 +603,10 @@ class EpisodeDataset(Dataset):
             "success": -1 if meta.success is None else int(meta.success),
             "shard": int(shards.episode_shard[item]),
         }
+        images = episode.images
+        assert images is not None  # read_episode reads images by default
         for camera in self.cameras:
-            sample[f"image.{camera}"] = _image_tensor(np.asarray(episode.images[camera]), self.image_format)
+            sample[f"image.{camera}"] = _image_tensor(np.asarray(images[camera]), self.image_format)
         return sample
 
     def __getitems__(self, items: Sequence[int]) -> list[dict[str, Any]]:
@@ -704,7 +712,7 @@ class MixtureDataset(Dataset):
             first = self.datasets[numbers[0]]
             packed_keys = [f"image.{camera}" for camera in first.cameras] if first.decode != "cpu" else []
             return Samples(batch, len(indices), packed_keys)
-        parts = []
+        batches: list[tuple[np.ndarray, dict[str, Any]]] = []
         packed: set[str] = set()
         for number in numbers:
             members = np.flatnonzero(chosen == number)
@@ -717,14 +725,14 @@ class MixtureDataset(Dataset):
             else:
                 batch = _default_collate(list(fetched))
             batch["dataset"] = torch.full((len(members),), number, dtype=torch.int64)
-            parts.append((members, batch))
-        return Samples(_merge(parts, len(indices), packed), len(indices), sorted(packed))
+            batches.append((members, batch))
+        return Samples(_merge(batches, len(indices), packed), len(indices), sorted(packed))
 
 
 def _merge(parts: list[tuple[np.ndarray, dict[str, Any]]], size: int, packed: set[str]) -> dict[str, Any]:
     """One batch of ``size`` items from per-dataset batches, each item back at its place."""
     keys = list(parts[0][1])
-    for members, batch in parts[1:]:
+    for _, batch in parts[1:]:
         if set(batch) != set(keys):
             raise ValueError(f"kdb: mixture datasets give different keys: {sorted(keys)} vs {sorted(batch)}")
     if len(parts) == 1 and np.array_equal(parts[0][0], np.arange(size)):
@@ -744,7 +752,8 @@ def _merge(parts: list[tuple[np.ndarray, dict[str, Any]]], size: int, packed: se
                 raise ValueError(f"kdb: mixture datasets give {key} of different shapes {sorted(shapes)}")
             # Merge in memory order (images are channels-last views): a transposing copy would cost a
             # large part of the decode.
-            order = sorted(range(first.dim()), key=lambda dim: (dim != 0, -first.stride(dim)))
+            strides = first.stride()
+            order = sorted(range(first.dim()), key=lambda dim: (dim != 0, -strides[dim]))
             inverse = [order.index(dim) for dim in range(first.dim())]
             out = torch.empty((size, *[first.shape[dim] for dim in order[1:]]), dtype=first.dtype)
             rows = out.numpy()  # numpy's row gather is a memcpy per row; torch's index_put is far slower here

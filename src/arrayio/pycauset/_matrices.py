@@ -257,6 +257,7 @@ def layout_from_metadata(metadata: dict, payload_length: int, offset: int | None
     data_type = metadata.get("data_type")
     if data_type not in data_types:
         raise _fail("data_type", f"one of {', '.join(sorted(data_types))} for {matrix_type}", data_type, offset)
+    assert isinstance(matrix_type, str) and isinstance(data_type, str)  # both are keys of the tables above
     rows = _dimension(metadata, "rows", offset)
     cols = _dimension(metadata, "cols", offset)
     if rows * cols > MAX_DIMENSION:

@@ -21,7 +21,7 @@ import numpy as np
 try:
     import fcntl
 except ImportError:  # not POSIX: concurrent updaters are not serialised there
-    fcntl = None
+    fcntl = None  # type: ignore[assignment]  # the module or None; checked before use
 
 from .._binary import Source
 from .._readers import ReaderBase
