@@ -224,10 +224,13 @@ def test_store_from_bytes_and_file_objects(kas_file):
         assert np.array_equal(group["big"][:], KEYED["big"])
 
 
-def test_store_pickles_by_reopening_its_path(kas_file):
+def test_store_pickles_by_reopening_its_path(kas_file, tmp_path, monkeypatch):
     import pickle
 
-    store = pickle.loads(pickle.dumps(open_store(kas_file)))
+    monkeypatch.chdir(kas_file.parent)
+    pickled = pickle.dumps(open_store(kas_file.name))
+    monkeypatch.chdir(tmp_path.parent)  # a worker elsewhere still finds the file
+    store = pickle.loads(pickled)
     assert np.array_equal(zarr.open_group(store=store, mode="r")["big"][:], KEYED["big"])
     with pytest.raises(TypeError, match="cannot be pickled"):
         pickle.dumps(open_store(kas_file.read_bytes()))

@@ -134,3 +134,13 @@ def test_convert_from_and_to_urls(served, backend, tmp_path, s3_options):
         with kast.load(target, storage_options=s3_options) as converted, arrayio.open(kas_path) as original:
             assert set(converted) == set(original)
             assert all(np.array_equal(converted[key], original[key]) for key in original)
+
+
+def test_dask_from_zarr_on_a_local_cluster(served, dask_client):
+    import dask.array as da
+
+    url, options, _counts, path = served("bloscpack/ours", "s3")
+    remote = da.from_zarr(zarr.open_group(store=open_store(url, storage_options=options), mode="r")["array"])
+    local = zarr.open_group(store=open_store(path), mode="r")["array"][...]
+    assert remote.numblocks[0] > 1
+    assert float(dask_client.compute(remote.sum()).result()) == pytest.approx(float(local.sum()))
