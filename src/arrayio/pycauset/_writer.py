@@ -8,7 +8,7 @@ import os
 import uuid
 import zlib
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -24,9 +24,6 @@ from ._matrices import (
     dense_bit_stride,
     dense_params,
 )
-
-if TYPE_CHECKING:
-    pass
 from ._reader import (
     Container,
     check_preamble,
