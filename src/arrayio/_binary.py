@@ -601,6 +601,26 @@ def _creation_mode() -> int:
 
 
 @contextlib.contextmanager
+def atomic_folder(target: PathLike, replace: bool = False) -> Iterator[Path]:
+    """A folder to build in place of ``target``: made beside it, renamed over it when the block ends
+    without an error (an existing folder is removed first when ``replace``), removed on failure."""
+    import shutil
+
+    final = Path(os.fsdecode(target))
+    final.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
+    building = staging / final.name
+    try:
+        yield building
+        if replace and final.is_dir() and not final.is_symlink():
+            shutil.rmtree(final)
+        _os_call("rename", os.fspath(final), os.replace, building, final)
+        fsync_dir(final.parent)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+@contextlib.contextmanager
 def atomic_write(path: PathLike, buffering: int = -1) -> Iterator[BinaryIO]:
     """Write a new file under ``path`` crash-safely: temp file in the same folder,
     flush, fsync, rename over the target, fsync the folder. On error the

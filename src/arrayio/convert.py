@@ -18,10 +18,8 @@ raises its FormatError) leaves nothing behind.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
-import shutil
 import tempfile
 import warnings
 from collections.abc import Callable, Iterator
@@ -32,7 +30,7 @@ from typing import Any, Literal
 import numpy as np
 
 from . import _registry
-from ._binary import atomic_write
+from ._binary import atomic_folder, atomic_write
 from ._sources import RemoteFile, is_url, resolve
 from .errors import UnsupportedError
 
@@ -238,23 +236,6 @@ def _open_source(target: Any, fmt: str, storage_options: dict | None) -> _Source
 
 # --------------------------------------------------------------------------- staging the output
 
-@contextlib.contextmanager
-def _staged(target: Path) -> Iterator[Path]:
-    """A temporary folder beside a zarr ``target``, renamed over it when complete and removed on failure
-    (files go through the formats' own atomic writers instead)."""
-    folder = target.parent
-    folder.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder))
-    path = staging / target.name
-    try:
-        yield path
-        if target.is_dir() and not target.is_symlink():
-            shutil.rmtree(target)
-        os.replace(path, target)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-
-
 def _spooled(array: _Array, folder: Path, progress: Progress) -> np.ndarray:
     """The whole array as an ndarray: the source's own map when it has one, else a filled spool map."""
     if array.direct is not None:
@@ -441,7 +422,7 @@ def convert(source: Any, target: Any, *, to: str | None = None, compression: str
     opened = _open_source(source, source_name, source_options)
     try:
         if target_name == "zarr":
-            with _staged(output) as staging:
+            with atomic_folder(output, replace=True) as staging:
                 _write_zarr(opened, staging, compression, report)
         elif target_name in _MAPPING:
             _write_mapping(opened, target_name, output, spool, report)

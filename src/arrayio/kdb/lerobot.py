@@ -21,8 +21,6 @@ import io
 import json
 import math
 import os
-import shutil
-import tempfile
 from collections.abc import Callable, Iterator
 from fractions import Fraction
 from pathlib import Path
@@ -30,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from .._binary import atomic_folder
 from ._images import EncodedImage
 from ._images import encode as encode_image
 from ._reader import open_file
@@ -394,17 +393,10 @@ def export_lerobot(source: Any, target: Any, *, video: bool = True, codec: str =
     target = Path(target)
     if target.exists():
         raise FileExistsError(f"kdb: {target} already exists; export-lerobot writes a new folder")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    building = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    try:
-        with open_file(source) as kdb:
-            count = _export(kdb, building, video=video, codec=codec, crf=crf, robot_type=robot_type,
-                            progress=progress)
-        os.replace(building, target)
-    except BaseException:
-        shutil.rmtree(building, ignore_errors=True)
-        raise
-    return count
+    with atomic_folder(target) as building, open_file(source) as kdb:
+        building.mkdir()
+        return _export(kdb, building, video=video, codec=codec, crf=crf, robot_type=robot_type,
+                       progress=progress)
 
 
 def _export(kdb: Any, root: Path, *, video: bool, codec: str, crf: int | None, robot_type: str | None,
