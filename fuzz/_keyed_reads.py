@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 from types import ModuleType
 
 
@@ -17,7 +18,7 @@ def read_store(store) -> None:
 
 def read_keyed(arrayio: ModuleType, module: ModuleType, path: str, data: bytes) -> None:
     """detect, validate, the mapped load, then (when that loads) info, entries and cat; then the other
-    load modes (read_all, bytes, file object), reading every key each time."""
+    load modes (read_all, bytes, file object, concatenated stores, a raw fd), reading every key each time."""
     arrayio.detect(data)
     problems = arrayio.validate(path)
     assert isinstance(problems, list) and all(isinstance(problem, arrayio.Problem) for problem in problems), problems
@@ -34,3 +35,16 @@ def read_keyed(arrayio: ModuleType, module: ModuleType, path: str, data: bytes) 
     read_store(module.load(path, read_all=True))
     read_store(module.loads(data))
     read_store(module.load(io.BytesIO(data)))
+    # Successive loads walk concatenated stores: a second store after the first.
+    with open(path, "rb") as handle:
+        try:
+            module.load(handle).close()
+        except arrayio.FormatError:
+            return
+        if handle.tell() < len(data):
+            module.load(handle).close()
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        read_store(module.load(fd))
+    finally:
+        os.close(fd)
