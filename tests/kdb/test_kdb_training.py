@@ -248,17 +248,26 @@ def test_mixture_of_packed_datasets_keeps_items_in_place(shards):
 
 def test_image_tables_are_parsed_once_and_bounded(shards, monkeypatch):
     from arrayio.kdb import _shards
+    from arrayio.kdb._reader import KdbFile
 
+    parsed = []
+    walk = KdbFile.image_records
+    monkeypatch.setattr(KdbFile, "image_records", lambda self, position, frame: parsed.append(
+        (id(self.source), position, frame)) or walk(self, position, frame))
     dataset = FrameDataset(shards, image_format="uint8")
+    parsed.clear()  # building the set reads the first frame's cameras
     reference = [dataset[item]["image.front"] for item in range(len(dataset))]
-    assert len(dataset.shards._tables) == 6  # one table per episode touched
-    table = dataset.shards._tables[(0, 0)]
+    assert len(parsed) == len(dataset) == len(set(parsed))  # every frame's records walked once
+    assert (dataset.shards._images.start >= 0).sum() == 6  # one row block per episode touched
     dataset[1]
-    assert dataset.shards._tables[(0, 0)] is table  # not parsed again
+    assert len(parsed) == len(dataset)  # not parsed again
     monkeypatch.setattr(_shards, "IMAGE_TABLE_BUDGET", 12)
+    monkeypatch.setattr(_shards, "STEP_ROWS_BUDGET", 12)
     small = FrameDataset(shards, image_format="uint8")
-    batch = collate(small.__getitems__(list(range(len(small)))[::-1]))
-    assert sum(small.shards._table_sizes.values()) <= 12 and small.shards._table_images <= 12
+    for item in range(len(small) - 1, -1, -1):
+        assert torch.equal(small[item]["image.front"], reference[item])
+        assert small.shards._images.used <= 12 and small.shards._steps.used <= 12
+    batch = collate(small.__getitems__(list(range(len(small)))[::-1]))  # one batch may pass the budget
     for item, image in enumerate(reference):
         assert torch.equal(batch["image.front"][len(small) - 1 - item], image)
 

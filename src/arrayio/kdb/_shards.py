@@ -21,8 +21,10 @@ import numpy as np
 from ._reader import KdbFile
 
 _GLOB_CHARACTERS = frozenset("*?[")
-# Parsed image tables kept per process, in images (about 40 bytes each): the oldest episodes go first.
+# Parsed image records kept per process, in rows (48 bytes per camera each), and copied state/action
+# rows: past the budget the rows are dropped and parsed again when next needed.
 IMAGE_TABLE_BUDGET = 1 << 22
+STEP_ROWS_BUDGET = 1 << 22
 IMAGE_TABLE_DTYPE = np.dtype([("offset", np.int64), ("length", np.int64), ("height", np.int64),
                               ("width", np.int64), ("channels", np.int64), ("format", np.int64)])
 
@@ -68,9 +70,6 @@ class ShardSet:
         shards, positions, frames, fps = [], [], [], []
         self.cameras: list[str] = []
         self._files: dict[int, KdbFile] = {}
-        self._tables: dict[tuple[int, int], dict[str, np.ndarray]] = {}
-        self._table_sizes: dict[tuple[int, int], int] = {}
-        self._table_images = 0
         self._pid = os.getpid()
         for shard in range(len(self.sources)):
             with self._open(shard) as kdb:  # closed again: thousands of shards must not hold thousands of maps
@@ -87,6 +86,7 @@ class ShardSet:
         self.episode_frames = np.concatenate(frames)
         self.episode_fps = np.concatenate(fps) if need_fps else None
         self.first_frames = np.concatenate([[0], np.cumsum(self.episode_frames)]).astype(np.int64)
+        self._forget_rows()
 
     @property
     def num_episodes(self) -> int:
@@ -101,7 +101,8 @@ class ShardSet:
     def file(self, shard: int) -> KdbFile:
         """This process's open handle of shard ``shard`` (opened on first use, again after a fork)."""
         if self._pid != os.getpid():
-            self._files, self._tables, self._table_sizes, self._table_images = {}, {}, {}, 0
+            self._files = {}
+            self._forget_rows()
             self._pid = os.getpid()
         kdb = self._files.get(shard)
         if kdb is None:
@@ -114,15 +115,19 @@ class ShardSet:
 
         return open_kdb(self.sources[shard], on_bad_image=self.on_bad_image)
 
-    def image_table(self, shard: int, position: int) -> dict[str, np.ndarray]:
-        """Camera -> (frames,) table of where each frame's image is and what its record says (length -1:
-        no image); each episode's image records are parsed once per process."""
-        key = (shard, position)
-        table = self._tables.get(key)
-        if table is None:
+    def _forget_rows(self) -> None:
+        self._images = _EpisodeRows(self.num_episodes, IMAGE_TABLE_BUDGET)
+        self._steps = _EpisodeRows(self.num_episodes, STEP_ROWS_BUDGET)
+
+    def load_images(self, episodes: np.ndarray) -> _EpisodeRows:
+        """The image records of every camera of the global ``episodes`` (distinct), each episode's records
+        parsed once per process: ``rows.columns[camera][rows.start[e] + frame]`` (length -1: no image)."""
+        rows = self._images
+        for episode in rows.missing(episodes, self.episode_frames).tolist():
+            shard, position = int(self.episode_shard[episode]), int(self.episode_position[episode])
             kdb = self.file(shard)
-            frames = kdb.entry(position).num_frames
-            table = {}
+            frames = int(self.episode_frames[episode])
+            table: dict[str, np.ndarray] = {}
             for frame in range(frames):
                 for record in kdb.image_records(position, frame):
                     column = table.get(record.camera)
@@ -132,15 +137,24 @@ class ShardSet:
                     if column["length"][frame] < 0:  # a repeated camera name: the first record counts
                         column[frame] = (record.offset, record.length, record.height, record.width,
                                          record.channels, record.format)
-            images = frames * max(1, len(table))
-            while self._tables and self._table_images + images > IMAGE_TABLE_BUDGET:
-                oldest = next(iter(self._tables))
-                del self._tables[oldest]
-                self._table_images -= self._table_sizes.pop(oldest)
-            self._tables[key] = table
-            self._table_sizes[key] = images
-            self._table_images += images
-        return table
+            rows.append(episode, frames, table, IMAGE_TABLE_DTYPE, _NO_IMAGE)
+        return rows
+
+    def load_steps(self, episodes: np.ndarray) -> _EpisodeRows:
+        """The state/action rows of the global ``episodes`` (distinct), copied once per process into
+        ``rows.columns["steps"][rows.start[e] + frame]``; ValueError when their layouts differ."""
+        rows = self._steps
+        for episode in rows.missing(episodes, self.episode_frames).tolist():
+            shard, position = int(self.episode_shard[episode]), int(self.episode_position[episode])
+            steps = self.file(shard).steps(position)
+            column = rows.columns.get("steps")
+            if column is not None and column.dtype != steps.dtype:
+                if np.isin(episodes, np.flatnonzero(rows.start >= 0)).any():
+                    raise ValueError(f"kdb: episodes of one batch store state/action as {column.dtype} and "
+                                     f"{steps.dtype}; one batch needs one shape")
+                rows.clear()
+            rows.append(episode, len(steps), {"steps": steps}, steps.dtype, None)
+        return rows
 
     def locate(self, frames: np.ndarray) -> np.ndarray:
         """Global episode of each global frame number (numbers already checked to be in range)."""
@@ -159,12 +173,62 @@ class ShardSet:
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
-        state.update(_files={}, _tables={}, _table_sizes={}, _table_images=0)
+        state["_files"] = {}
+        del state["_images"], state["_steps"]
         return state
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self._pid = os.getpid()
+        self._forget_rows()
+
+
+_NO_IMAGE = np.array((0, -1, 0, 0, 0, 0), IMAGE_TABLE_DTYPE)
+
+
+class _EpisodeRows:
+    """Per-episode rows appended into shared columns, so that one fancy index gathers a batch from many
+    episodes (a loop over episodes costs more than the decode of small images). Past ``budget`` rows
+    the columns are emptied whole and refilled from the episodes the next batch needs."""
+
+    def __init__(self, episodes: int, budget: int) -> None:
+        self.budget = budget
+        self.start = np.full(episodes, -1, np.int64)
+        self.columns: dict[str, np.ndarray] = {}
+        self.used = 0
+
+    def clear(self) -> None:
+        """Forget every episode's rows."""
+        self.start[:] = -1
+        self.columns = {}
+        self.used = 0
+
+    def missing(self, episodes: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        """Those of ``episodes`` without rows; when they do not fit in the budget, every row is dropped
+        first (the episodes of one batch are always kept together, whatever their size)."""
+        absent = episodes[self.start[episodes] < 0]
+        if len(absent) and self.used + int(lengths[absent].sum()) > self.budget:
+            self.clear()
+            absent = episodes
+        return absent
+
+    def append(self, episode: int, count: int, values: dict[str, np.ndarray], dtype: np.dtype,
+               fill: np.ndarray | None) -> None:
+        """Store ``count`` rows of ``episode``; a column it lacks gets ``fill`` (columns stay aligned)."""
+        end = self.used + count
+        for name in values.keys() - self.columns.keys():
+            self.columns[name] = np.empty(max(16, self.used), dtype)
+            if fill is not None:
+                self.columns[name][:self.used] = fill
+        for name, column in self.columns.items():
+            if len(column) < end:
+                column = self.columns[name] = np.concatenate([column[:self.used],
+                                                              np.empty(max(end, 2 * len(column)) - self.used,
+                                                                       column.dtype)])
+            given = values.get(name)
+            column[self.used:end] = fill if given is None else given
+        self.start[episode] = self.used
+        self.used = end
 
 
 def _first_cameras(kdb: KdbFile) -> list[str]:

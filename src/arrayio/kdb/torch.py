@@ -256,29 +256,6 @@ class FrameDataset(Dataset):
         clamped = np.clip(wanted, 0, lengths[:, None] - 1)
         return clamped, clamped != wanted
 
-    def _gather_images(self, episode: int, members: np.ndarray, rows_of: np.ndarray, images: list[_Output],
-                       rows: dict[str, tuple[np.ndarray, np.ndarray]], state: dict[str, _ImageGather],
-                       sources: _Sources, part: int) -> None:
-        """Note where every image the items ``members`` (batch rows ``rows_of``) of global episode
-        ``episode`` need is stored, from the episode's image table (parsed once per process)."""
-        shard, position = int(self.shards.episode_shard[episode]), int(self.shards.episode_position[episode])
-        tables = self.shards.image_table(shard, position)
-        source = sources.id(self.shards, part, shard)
-        for output in images:
-            camera = output.field[len("image."):]
-            frames = rows[output.key][0][members]
-            table = tables.get(camera)
-            wanted = frames.reshape(-1)
-            missing = wanted if table is None else wanted[table["length"][wanted] < 0]
-            if len(missing):
-                raise KeyError(f"kdb: shard {shard} episode {position} frame {int(missing[0])} has no image of "
-                               f"camera {camera!r}")
-            assert table is not None  # without a table every frame is missing, raised above
-            gather = state[output.key]
-            gather.records[rows_of] = table[frames]
-            gather.source[rows_of] = source
-            gather.frame_keys[rows_of] = (frames + self.shards.first_frames[episode]) * sources.parts + part
-
 
 def _fetch_parts(parts: list[tuple[FrameDataset, Sequence[int], np.ndarray]], size: int) -> dict[str, Any]:
     """One collated batch of ``size`` items: for each (dataset, items, batch rows) part, the dataset's
@@ -308,24 +285,23 @@ def _fetch_parts(parts: list[tuple[FrameDataset, Sequence[int], np.ndarray]], si
                 pad[rows_of] = rows[output.key][1]
             if output.key in image_keys and output.key not in image_state:
                 image_state[output.key] = _ImageGather(size, window, output.field[len("image."):])
-        order = np.argsort(episodes, kind="stable")
-        bounds = [0, *(np.flatnonzero(np.diff(episodes[order])) + 1).tolist(), len(order)]
-        for start, end in itertools.pairwise(bounds):
-            members = order[start:end]
-            episode = int(episodes[members[0]])
-            steps = shards.file(int(shards.episode_shard[episode])).steps(int(shards.episode_position[episode]))
+        unique = np.unique(episodes)
+        if any(output.field in _STEP_FIELDS for output in outputs):
+            steps = shards.load_steps(unique)
+            rows_at = steps.start[episodes][:, None]
+            column = steps.columns["steps"]
             for output in outputs:
                 if output.field not in _STEP_FIELDS:
                     continue
-                values = steps[_STEP_FIELDS[output.field]][rows[output.key][0][members]]
+                values = column[_STEP_FIELDS[output.field]][rows_at + rows[output.key][0]]
                 if batch[output.key] is None:
                     batch[output.key] = np.empty((size, *values.shape[1:]), values.dtype)
                 elif batch[output.key].shape[1:] != values.shape[1:]:
                     raise ValueError(f"kdb: {output.key} has shapes {batch[output.key].shape[1:]} and "
                                      f"{values.shape[1:]}; one batch needs one shape")
-                batch[output.key][rows_of[members]] = values
-            if images:
-                dataset._gather_images(episode, members, rows_of[members], images, rows, image_state, sources, part)
+                batch[output.key][rows_of] = values
+        if images:
+            _gather_images(shards, part, episodes, unique, rows_of, images, rows, image_state, sources)
         meta["episode"][rows_of] = shards.episode_position[episodes]
         meta["frame"][rows_of] = local
         meta["shard"][rows_of] = shards.episode_shard[episodes]
@@ -348,6 +324,33 @@ def _fetch_parts(parts: list[tuple[FrameDataset, Sequence[int], np.ndarray]], si
             batch[output.pad_key] = torch.from_numpy(pads[output.pad_key])
     batch.update({key: torch.from_numpy(values) for key, values in meta.items()})
     return batch
+
+
+def _gather_images(shards: ShardSet, part: int, episodes: np.ndarray, unique: np.ndarray, rows_of: np.ndarray,
+                   images: list[_Output], rows: dict[str, tuple[np.ndarray, np.ndarray]],
+                   state: dict[str, _ImageGather], sources: _Sources) -> None:
+    """Note where every image of the items at batch rows ``rows_of`` (global ``episodes``, ``unique`` the
+    distinct ones) is stored."""
+    table = shards.load_images(unique)
+    rows_at = table.start[episodes][:, None]
+    owners, owner_of = np.unique(shards.episode_shard[episodes], return_inverse=True)
+    ids = np.array([sources.id(shards, part, shard) for shard in owners.tolist()], np.int64)[owner_of]
+    for output in images:
+        camera = output.field[len("image."):]
+        frames = rows[output.key][0]
+        column = table.columns.get(camera)
+        records = column[rows_at + frames] if column is not None else None
+        missing = np.ones(frames.shape, bool) if records is None else records["length"] < 0
+        if missing.any():
+            item, slot = (int(axis[0]) for axis in np.nonzero(missing))
+            episode = int(episodes[item])
+            raise KeyError(f"kdb: shard {int(shards.episode_shard[episode])} episode "
+                           f"{int(shards.episode_position[episode])} frame {int(frames[item, slot])} has no image of "
+                           f"camera {camera!r}")
+        gather = state[output.key]
+        gather.records[rows_of] = records
+        gather.source[rows_of] = ids[:, None]
+        gather.frame_keys[rows_of] = (frames + shards.first_frames[episodes][:, None]) * sources.parts + part
 
 
 class _Sources:
@@ -417,19 +420,19 @@ class _ImageGather:
         colorspace = "GRAY" if shape[2] == 1 else "RGB"
         owners = self.source.reshape(-1)[first].tolist()
         files = {owner: sources.file(owner).source for owner in set(owners)}
+        buffers = {owner: source.buffer for owner, source in files.items()}
         for place, offset, length, fmt, owner in zip(first.tolist(), chosen["offset"].tolist(),
                                                      chosen["length"].tolist(), formats.tolist(), owners):
             target = pixels[place]
-            source = files[owner]
-            if fast and fmt:
-                buffer = source.buffer
-                data = buffer[offset:offset + length] if buffer is not None else source.view(offset, length, "image")
-                if data[:3] == JPEG_MAGIC:
-                    try:
-                        if _images.simplejpeg.decode_jpeg(data, colorspace=colorspace, buffer=target).shape == shape:
-                            continue
-                    except Exception:  # noqa: BLE001, S110 - the reader below reports the precise error
-                        pass
+            if fast and fmt:  # JPEG by simplejpeg straight into the batch; anything else by the reader below
+                buffer = buffers[owner]
+                data = (buffer[offset:offset + length] if buffer is not None
+                        else files[owner].view(offset, length, "image"))
+                try:
+                    if _images.simplejpeg.decode_jpeg(data, colorspace=colorspace, buffer=target).shape == shape:
+                        continue
+                except Exception:  # noqa: BLE001, S110 - the reader below reports the precise error
+                    pass
             record = records[place]
             kdb = sources.file(owner)
             image = ImageRecord(self.camera, int(record["width"]), int(record["height"]), int(record["channels"]),
