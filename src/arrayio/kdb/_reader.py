@@ -1,11 +1,15 @@
-"""Reading .kdb files: map, check the header and the index as a whole, then
-serve metadata, zero-copy state/action views and lazily decoded images.
+"""Reading .kdb files: map, check the header and the index, then serve
+metadata, zero-copy state/action views and lazily decoded images.
 
-Opening costs O(1) in the data size plus one vectorised sum over the N index
-entries; each entry is checked the first time its episode is touched, before
-any of its bytes are used. Image records are variable-length, so the start of
-each frame inside an episode's image section is found by walking the frame
-records once, as far as the frame asked for, and cached.
+Opening a mapped file or bytes costs O(1) in the data size plus one vectorised
+sum over the N index entries. A source read in ranges (a URL, a file object)
+reads only the header at open: the index is read a block of entries at a time
+as episodes are touched, and whole (with the same whole-index check) only by
+the calls that need every entry. Each entry is checked the first time its
+episode is touched, before any of its bytes are used. Image records are
+variable-length, so the start of each frame inside an episode's image section
+is found by walking the frame records once, as far as the frame asked for, and
+cached.
 """
 
 from __future__ import annotations
@@ -50,6 +54,11 @@ BAD_IMAGE_POLICIES = ("raise", "skip")
 _SECTIONS = (("meta", "meta_offset", "meta_length"),
              ("state/action", "actions_offset", "actions_length"),
              ("images", "images_offset", "images_length"))
+# A source read in ranges fetches index entries in aligned blocks of this many (512 bytes) when it has not read
+# the whole index: open already spent the 64 KiB read-ahead on the header, and an episode read stays within
+# 1% of (episode + 64 KiB) only if the index bytes it adds stay under about 650; neighbours read in order
+# then share one request per block.
+INDEX_BLOCK_ENTRIES = 8
 
 
 _READ_U16 = STRING_LENGTH.field_unpacker("length")
@@ -262,7 +271,10 @@ class KdbFile(ReaderBase):
         self.source = source
         self.on_bad_image = on_bad_image
         self.header = self._read_header()
-        self.index = self._read_index()
+        self._num_episodes = self._check_index_extent()
+        self._index: np.ndarray | None = None
+        if source.buffer is not None:  # a mapped file or bytes: the whole index is a view, checked now
+            self._index = self._read_index()
         self._entries: dict[int, Any] = {}
         self._walks: dict[int, _FrameWalk] = {}
         self._steps: dict[int, np.ndarray] = {}
@@ -283,7 +295,8 @@ class KdbFile(ReaderBase):
                                  newer=True)
         return header
 
-    def _read_index(self) -> np.ndarray:
+    def _check_index_extent(self) -> int:
+        """Check where the header puts the index (no byte of it is read) and return the episode count."""
         header = self.header
         offset, length = header.index_offset, header.index_length
         if length % INDEX_ENTRY.size:
@@ -297,7 +310,12 @@ class KdbFile(ReaderBase):
             raise ERRORS.invalid("header.num_episodes", HEADER.offsets["num_episodes"],
                                  f"{count} (index_length {length} / {INDEX_ENTRY.size})", header.num_episodes)
         self.source.check(offset, length, f"episode index ({count} entries of {INDEX_ENTRY.size} bytes)")
-        index = INDEX_ENTRY.read_array(self.source, offset, count, what="episode index")
+        return count
+
+    def _read_index(self) -> np.ndarray:
+        """The whole index as a structured view, its frame counts checked against header.num_frames."""
+        header = self.header
+        index = INDEX_ENTRY.read_array(self.source, header.index_offset, self._num_episodes, what="episode index")
         frames = int(index["num_frames"].sum(dtype=np.uint64))
         if header.num_frames != frames:
             raise ERRORS.invalid("header.num_frames", HEADER.offsets["num_frames"],
@@ -308,6 +326,10 @@ class KdbFile(ReaderBase):
         """Decode index entry ``position`` and check it: the state/action length matches its counts
         and every section lies between the header and the index (the spec's file order)."""
         base = self.header.index_offset
+        if self._index is None:
+            first = position - position % INDEX_BLOCK_ENTRIES
+            count = min(INDEX_BLOCK_ENTRIES, self._num_episodes - first)
+            self.source.prefetch([(INDEX_ENTRY.offset_of("episode_id", base, first), count * INDEX_ENTRY.size)])
         entry = INDEX_ENTRY.unpack(self.source.view(INDEX_ENTRY.offset_of("episode_id", base, position),
                                                     INDEX_ENTRY.size, f"episode {position} index entry"))
         stride = step_size(entry.state_dim, entry.action_dim)
@@ -331,10 +353,18 @@ class KdbFile(ReaderBase):
         # Arrays already handed out keep their pages alive.
         self.source.close()
 
+    @property
+    def index(self) -> np.ndarray:
+        """Every index entry as a structured view (unchecked entries); read on first use when not mapped."""
+        if self._index is None:
+            self._index = self._read_index()
+        return self._index
+
     def __len__(self) -> int:
-        return len(self.index)
+        return self._num_episodes
 
     def __iter__(self) -> Iterator[Episode]:
+        self.index  # noqa: B018 - one request for every entry instead of one per block
         for position in range(len(self)):
             yield self.read_episode(position)
 
@@ -350,6 +380,7 @@ class KdbFile(ReaderBase):
 
     def info(self) -> dict[str, Any]:
         """Episodes, frames, dims, cameras, embodiments and tasks."""
+        self.index  # noqa: B018 - one request for every entry instead of one per block
         metas = [self.read_meta(position) for position in range(len(self))]
         cameras: dict[str, None] = {}
         for position, meta in enumerate(metas):
@@ -378,6 +409,7 @@ class KdbFile(ReaderBase):
 
     def entries(self) -> list[dict[str, Any]]:
         """One row per episode: id, frames, dims, fps, success, total reward, embodiment, task."""
+        self.index  # noqa: B018 - one request for every entry instead of one per block
         rows = []
         for position in range(len(self)):
             meta = self.read_meta(position)
@@ -388,6 +420,10 @@ class KdbFile(ReaderBase):
 
     def validate(self, *, decode_images: bool = True) -> list[Problem]:
         """Every problem found (empty list: valid): reserved bytes, then each episode's sections and images."""
+        try:
+            self.index  # noqa: B018 - read in ranges, the whole-index check runs here (mapped files: at open)
+        except FormatError as error:
+            return [Problem.from_error(error)]
         problems = []
         reserved = HEADER.nonzero_reserved(self.source.view(0, HEADER.size, "header"))
         if reserved and self.header.version_minor <= VERSION_MINOR:
@@ -454,7 +490,8 @@ class KdbFile(ReaderBase):
 
     @property
     def num_frames(self) -> int:
-        """Frames over all episodes."""
+        """Frames over all episodes (the header's count, once the whole index has confirmed it)."""
+        self.index  # noqa: B018 - read and checked on first use when not mapped
         return int(self.header.num_frames)
 
     @property
@@ -549,9 +586,19 @@ class KdbFile(ReaderBase):
 
     def read_frame(self, position: int, frame: int, *, cameras: Sequence[str] | None = None,
                    images: bool = True, on_bad_image: str | None = None) -> Frame:
-        """One frame: state/action values and decoded camera images (``images=False`` skips them)."""
-        steps = self.steps(position)
+        """One frame: state/action values and decoded camera images (``images=False`` skips them).
+
+        Frames are not indexed (image records are variable-length, so frame t is found by walking the
+        records before it): a remote source fetches the episode's state/action and image sections in
+        one request, then serves every frame of the episode from them.
+        """
+        self.entry(position)
         position = int(position) % len(self)
+        if images and position not in self._walks:
+            self._prefetch(position, _SECTIONS[1:])
+        elif position not in self._steps:
+            self._prefetch(position, _SECTIONS[1:2])
+        steps = self.steps(position)
         if not 0 <= frame < len(steps):
             raise EpisodeNotFound(f"kdb: frame {frame} is outside 0..{len(steps) - 1} of episode {position}")
         step = steps[frame]
