@@ -91,6 +91,53 @@ def test_one_frame_costs_its_episode_sections_in_one_request(serve, many_episode
         assert counts.total()[0] == 0  # the episode's other frames come from what was fetched
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_one_frame_of_equal_frames_fetches_the_images_up_to_it(serve, backend):
+    # With frames of one size the walk's guess of where frame t ends holds: only frames 0..t are fetched.
+    rng = np.random.default_rng(1)
+    out = io.BytesIO()
+    with kdb.Writer(out, created_timestamp=0) as writer:
+        for _ in range(3):
+            writer.add_episode(np.zeros((10, 3), np.float32), np.zeros((10, 2), np.float32),
+                               images={"front": rng.integers(0, 255, (10, 32, 32, 3), dtype=np.uint8)})
+    url, options, counts = serve("equal.kdb", out.getvalue(), backend)
+    with kdb.open(url, storage_options=options) as reader, kdb.open(out.getvalue()) as local:
+        counts.reset()
+        assert np.array_equal(reader.read_frame(1, 2).images["front"], local.read_frame(1, 2).images["front"])
+        requests, sent = counts.total()
+        entry = reader.entry(1)
+        assert requests <= 2
+        assert sent <= INDEX_BLOCK_ENTRIES * INDEX_ENTRY.size + entry.actions_length + 3 * entry.images_length // 10
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_frames_of_unequal_sizes_are_walked_right(serve, backend):
+    # The guess of where frame t ends falls short or lands inside another frame: the walk reads the real
+    # records and fetches the rest of the section with one more request.
+    rng = np.random.default_rng(2)
+    sizes = [8, 36, 12, 56, 4, 24]
+    out = io.BytesIO()
+    with kdb.Writer(out, created_timestamp=0) as writer:  # episode 0 keeps episode 1 out of open's read-ahead
+        writer.add_episode(np.zeros((1, 3), np.float32), np.zeros((1, 2), np.float32),
+                           images={"front": np.zeros((1, 200, 200, 3), np.uint8)})
+        writer.add_episode(np.zeros((6, 3), np.float32), np.zeros((6, 2), np.float32),
+                           images={"front": [rng.integers(0, 255, (size, size, 3), dtype=np.uint8) for size in sizes],
+                                   "wrist": [rng.integers(0, 255, (60 - size, 4, 1), dtype=np.uint8)
+                                             for size in sizes]})
+    url, options, counts = serve("unequal.kdb", out.getvalue(), backend)
+    with kdb.open(out.getvalue()) as local:
+        expected = [local.read_frame(1, frame).images for frame in range(len(sizes))]
+        offsets = [local.frame_offset(1, index) for index in range(len(sizes) + 1)]
+    for frame in range(len(sizes)):
+        with kdb.open(url, storage_options=options) as reader:
+            counts.reset()
+            images = reader.read_frame(1, frame).images
+            assert 2 <= counts.total()[0] <= 3
+            assert images.keys() == expected[frame].keys()
+            assert all(np.array_equal(images[camera], expected[frame][camera]) for camera in images)
+            assert [reader.frame_offset(1, index) for index in range(len(sizes) + 1)] == offsets
+
+
 def test_neighbouring_episodes_share_an_index_block(serve, many_episodes):
     url, options, counts = serve("neighbours.kdb", many_episodes, "http")
     first = POSITION - POSITION % INDEX_BLOCK_ENTRIES

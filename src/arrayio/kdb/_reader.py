@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 import math
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, overload
 
@@ -589,15 +589,16 @@ class KdbFile(ReaderBase):
         """One frame: state/action values and decoded camera images (``images=False`` skips them).
 
         Frames are not indexed (image records are variable-length, so frame t is found by walking the
-        records before it): a remote source fetches the episode's state/action and image sections in
-        one request, then serves every frame of the episode from them.
+        records before it): a remote source fetches the episode's state/action section and its image
+        section up to where frame t ends if all frames are the same size, in one request; a walk that
+        finds the frames of unequal size fetches the rest of the section with one more.
         """
-        self.entry(position)
+        entry = self.entry(position)
         position = int(position) % len(self)
+        ranges = [] if position in self._steps else [(entry.actions_offset, entry.actions_length)]
         if images and position not in self._walks:
-            self._prefetch(position, _SECTIONS[1:])
-        elif position not in self._steps:
-            self._prefetch(position, _SECTIONS[1:2])
+            ranges.append((entry.images_offset, _even_frame_end(entry, frame)))
+        self.source.prefetch(ranges)
         steps = self.steps(position)
         if not 0 <= frame < len(steps):
             raise EpisodeNotFound(f"kdb: frame {frame} is outside 0..{len(steps) - 1} of episode {position}")
@@ -648,7 +649,7 @@ class KdbFile(ReaderBase):
 
     def image_records(self, position: int, frame: int) -> list[ImageRecord]:
         """Parse the image records of one frame (finding the frame's start on first use)."""
-        walk = self._walk(position)
+        walk = self._walk(position, frame)
         if not 0 <= frame < walk.num_frames:
             raise EpisodeNotFound(f"kdb: frame {frame} is outside 0..{walk.num_frames - 1} "
                                   f"of episode {walk.position}")
@@ -657,20 +658,40 @@ class KdbFile(ReaderBase):
 
     def frame_offset(self, position: int, frame: int) -> int:
         """Absolute offset of a frame's image records; ``frame == num_frames`` gives where the last one ends."""
-        walk = self._walk(position)
+        walk = self._walk(position, frame)
         if not 0 <= frame <= walk.num_frames:
             raise EpisodeNotFound(f"kdb: frame {frame} is outside 0..{walk.num_frames} of episode {walk.position}")
         return walk.start + walk.frame_start(frame)
 
-    def _walk(self, position: int) -> _FrameWalk:
-        """The (cached) frame finder of one episode's image section."""
+    def _walk(self, position: int, frame: int) -> _FrameWalk:
+        """The (cached) frame finder of one episode's image section, about to look for ``frame``.
+
+        A mapped file hands it the whole section. A source read in ranges hands it the section up to
+        where ``frame`` ends if the episode's frames are all the same size; the walk itself checks
+        every record, fetching the rest of the section only when that guess falls short.
+        """
         walk = self._walks.get(position)
+        entry = self.entry(position)
+        wanted = entry.images_length if self.source.buffer is not None else _even_frame_end(entry, frame)
         if walk is None:
-            entry = self.entry(position)
             position = int(position) % len(self)
-            section = self.source.view(entry.images_offset, entry.images_length, f"episode {position} image section")
-            walk = self._walks[position] = _FrameWalk(position, entry.images_offset, section, entry.num_frames)
+            what = f"episode {position} image section"
+            offset = entry.images_offset
+
+            def section_head(length: int) -> memoryview:
+                return self.source.view(offset, length, what)
+
+            walk = self._walks[position] = _FrameWalk(position, offset, entry.images_length, entry.num_frames,
+                                                      section_head, wanted)
+        walk.wanted = max(walk.wanted, wanted)
         return walk
+
+
+def _even_frame_end(entry: Any, frame: int) -> int:
+    """Where ``frame`` ends inside its episode's image section if every frame takes the same bytes."""
+    if not 0 <= frame < entry.num_frames:
+        return int(entry.images_length)
+    return min(entry.images_length, -(-(frame + 1) * entry.images_length // entry.num_frames))
 
 
 class _FrameWalk:
@@ -679,16 +700,27 @@ class _FrameWalk:
     Records are variable-length, so a frame is found by walking the records
     before it (reading only the name lengths and data lengths, bounds-checked)
     as far as the frame asked for; the starts found are cached, so each
-    record is walked at most once per open file.
+    record is walked at most once per open file. ``section`` holds the first
+    bytes of the section (all of them for a mapped file); the walk asks
+    ``read_head`` for more when a record runs past them.
     """
 
-    def __init__(self, position: int, start: int, section: memoryview, num_frames: int) -> None:
+    def __init__(self, position: int, start: int, size: int, num_frames: int,
+                 read_head: Callable[[int], memoryview], wanted: int) -> None:
         self.position = position
         self.start = start
-        self.section = section
+        self.size = size
         self.num_frames = num_frames
+        self.read_head = read_head
+        self.wanted = wanted
+        self.section = read_head(wanted)
         self.starts = [0]
         self.names: dict[bytes, str] = {}
+
+    def extend(self, needed: int) -> memoryview:
+        """The section's first ``needed`` bytes or more: up to ``wanted`` while that covers them, else all."""
+        self.section = self.read_head(self.wanted if needed <= self.wanted else self.size)
+        return self.section
 
     def frame_start(self, frame: int) -> int:
         """Offset of ``frame`` (``num_frames``: the end of the last frame) inside the section."""
@@ -713,12 +745,17 @@ def parse_frame(walk: _FrameWalk, frame: int, offset: int, *, with_records: bool
     bounds-checked before it is read and a failure names the frame, camera and field. With
     ``with_records=False`` only the lengths are read, to find where the next frame starts.
     """
-    section, base = walk.section, walk.start
-    size = len(section)
+    section, base, size = walk.section, walk.start, walk.size
+    held = len(section)
 
     def need(at: int, length: int, what: str) -> None:
-        if at + length > size:
-            raise ERRORS.truncated_at(f"episode {walk.position} frame {frame} {what}", base + at, length, base + size)
+        nonlocal section, held
+        if at + length > held:
+            if at + length > size:
+                raise ERRORS.truncated_at(f"episode {walk.position} frame {frame} {what}", base + at, length,
+                                          base + size)
+            section = walk.extend(at + length)
+            held = len(section)
 
     need(offset, CAMERA_COUNT.size, "num_cameras")
     (count,) = _READ_U16(section, offset)
