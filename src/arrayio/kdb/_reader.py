@@ -326,12 +326,14 @@ class KdbFile(ReaderBase):
         """Decode index entry ``position`` and check it: the state/action length matches its counts
         and every section lies between the header and the index (the spec's file order)."""
         base = self.header.index_offset
-        if self._index is None:
+        if self._index is not None:  # held whole (a map, or read for a whole-index call): no read
+            entry = INDEX_ENTRY.unpack(self._index, position * INDEX_ENTRY.size)
+        else:
             first = position - position % INDEX_BLOCK_ENTRIES
             count = min(INDEX_BLOCK_ENTRIES, self._num_episodes - first)
             self.source.prefetch([(INDEX_ENTRY.offset_of("episode_id", base, first), count * INDEX_ENTRY.size)])
-        entry = INDEX_ENTRY.unpack(self.source.view(INDEX_ENTRY.offset_of("episode_id", base, position),
-                                                    INDEX_ENTRY.size, f"episode {position} index entry"))
+            entry = INDEX_ENTRY.unpack(self.source.view(INDEX_ENTRY.offset_of("episode_id", base, position),
+                                                        INDEX_ENTRY.size, f"episode {position} index entry"))
         stride = step_size(entry.state_dim, entry.action_dim)
         if entry.actions_length != entry.num_frames * stride:
             raise ERRORS.invalid(f"episode {position} index.actions_length",
@@ -374,7 +376,9 @@ class KdbFile(ReaderBase):
     def __repr__(self) -> str:
         if self.closed:
             return "<kdb file, closed>"
-        return f"<kdb file {self.source.name}: {len(self)} episodes, {self.num_frames} frames, version {self.version}>"
+        # The header's frame count: a repr fetches nothing (num_frames may read the whole index first).
+        return (f"<kdb file {self.source.name}: {len(self)} episodes, {self.header.num_frames} frames, "
+                f"version {self.version}>")
 
     # -- the Reader protocol -----------------------------------------------------------------------
 
