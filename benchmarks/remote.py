@@ -6,7 +6,7 @@
 Every file is served by the tests' HTTP range server (tests/remote/remote_servers.py) on 127.0.0.1, which
 counts the requests it receives and the body bytes it sends: the figures below are the server's. For
 each format: open a file of --gb (kdb: --episodes episodes) from its URL and read one item (a 10 MB
-kastore key, one bloscpack chunk, one kdb episode, a 1 MB row block of a pycauset matrix), against
+kastore key, one bloscpack chunk, one kdb episode, one kdb frame, a 1 MB row block of a pycauset matrix), against
 the reference reading the same item (it needs the whole file) and against the limit: one ranged GET
 of exactly the item's bytes. Goal: bytes <= 1.01 x item + 64 KiB, at most 5 requests in all.
 
@@ -199,6 +199,35 @@ def case_kdb(url: str, measure: Measure) -> dict:
                 "ref_bytes": ref_sent, "ref_seconds": ref_elapsed, "limit_seconds": _limit(url, offset, length)}
 
 
+def case_kdb_frame(url: str, measure: Measure) -> dict:
+    """One frame (its state/action row and decoded image) of an episode: frames are not indexed, so the
+    reader fetches the episode's image section up to the frame (docs/formats/kdb.md, "Reading remotely")."""
+    with kdb.open(url) as reader:
+        position = len(reader) * 3 // 8
+        frame = reader.entry(position).num_frames * 7 // 10
+
+    def ours():
+        with kdb.open(url) as reader:
+            read = reader.read_frame(position, frame)
+            entry = reader.entry(position)
+            start, stop = reader.frame_offset(position, frame), reader.frame_offset(position, frame + 1)
+            return (read.state.copy(), read.images["front"], start, stop - start,
+                    entry.actions_length // entry.num_frames)
+    (state, image, start, length, row), requests, sent, elapsed = measure(ours, REPEAT)
+
+    def reference():
+        data = fsspec.open(url, "rb").open().read()
+        with kdb.open(data) as reader:
+            read = reader.read_frame(position, frame)
+            return read.state.copy(), read.images["front"]
+    (ref_state, ref_image), ref_requests, ref_sent, ref_elapsed = measure(reference)
+    assert np.array_equal(state, ref_state) and np.array_equal(image, ref_image)
+    return {"item": f"one frame (frame {frame}: state/action row + image)", "item_bytes": row + length,
+            "requests": requests, "bytes": sent, "seconds": elapsed,
+            "ref": "whole object read, then parsed (no Python kinodb)", "ref_requests": ref_requests,
+            "ref_bytes": ref_sent, "ref_seconds": ref_elapsed, "limit_seconds": _limit(url, start, length)}
+
+
 def case_pycauset(url: str, measure: Measure, folder: Path) -> dict:
     def ours():
         with pycauset.load(url) as container:
@@ -341,6 +370,7 @@ def run(args: argparse.Namespace, folder: Path) -> list[dict]:
     cases = [] if args.only_dask else [("kastore", lambda: case_kastore(url["kastore"], measure)),
              ("bloscpack", lambda: case_bloscpack(url["bloscpack"], measure)),
              ("kdb", lambda: case_kdb(url["kdb"], measure)),
+             ("kdb", lambda: case_kdb_frame(url["kdb"], measure)),
              ("pycauset", lambda: case_pycauset(url["pycauset"], measure, folder))]
     rows = []
     for name, case in cases:

@@ -229,7 +229,7 @@ def kdb_bag(targets: Iterable[Any], storage_options: dict | None = None,
     """A ``dask.bag`` of the episodes of many ``.kdb`` files (paths or URLs).
 
     One partition per file, or per ``episodes_per_partition`` episodes (then
-    each file's index is read here to count them). Elements are ``kdb.Episode``
+    each file's header is read here to count them). Elements are ``kdb.Episode``
     values whose ``images`` map camera -> (frames, H, W, C) uint8 arrays.
     """
     import dask

@@ -1,11 +1,15 @@
-"""Reading .kdb files: map, check the header and the index as a whole, then
-serve metadata, zero-copy state/action views and lazily decoded images.
+"""Reading .kdb files: map, check the header and the index, then serve
+metadata, zero-copy state/action views and lazily decoded images.
 
-Opening costs O(1) in the data size plus one vectorised sum over the N index
-entries; each entry is checked the first time its episode is touched, before
-any of its bytes are used. Image records are variable-length, so the start of
-each frame inside an episode's image section is found by walking the frame
-records once, as far as the frame asked for, and cached.
+Opening a mapped file or bytes costs O(1) in the data size plus one vectorised
+sum over the N index entries. A source read in ranges (a URL, a file object)
+reads only the header at open: the index is read a block of entries at a time
+as episodes are touched, and whole (with the same whole-index check) only by
+the calls that need every entry. Each entry is checked the first time its
+episode is touched, before any of its bytes are used. Image records are
+variable-length, so the start of each frame inside an episode's image section
+is found by walking the frame records once, as far as the frame asked for, and
+cached.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from __future__ import annotations
 import itertools
 import math
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, overload
 
@@ -50,6 +54,11 @@ BAD_IMAGE_POLICIES = ("raise", "skip")
 _SECTIONS = (("meta", "meta_offset", "meta_length"),
              ("state/action", "actions_offset", "actions_length"),
              ("images", "images_offset", "images_length"))
+# A source read in ranges fetches index entries in aligned blocks of this many (512 bytes) when it has not read
+# the whole index: open already spent the 64 KiB read-ahead on the header, and an episode read stays within
+# 1% of (episode + 64 KiB) only if the index bytes it adds stay under about 650; neighbours read in order
+# then share one request per block.
+INDEX_BLOCK_ENTRIES = 8
 
 
 _READ_U16 = STRING_LENGTH.field_unpacker("length")
@@ -262,7 +271,10 @@ class KdbFile(ReaderBase):
         self.source = source
         self.on_bad_image = on_bad_image
         self.header = self._read_header()
-        self.index = self._read_index()
+        self._num_episodes = self._check_index_extent()
+        self._index: np.ndarray | None = None
+        if source.buffer is not None:  # a mapped file or bytes: the whole index is a view, checked now
+            self._index = self._read_index()
         self._entries: dict[int, Any] = {}
         self._walks: dict[int, _FrameWalk] = {}
         self._steps: dict[int, np.ndarray] = {}
@@ -283,7 +295,8 @@ class KdbFile(ReaderBase):
                                  newer=True)
         return header
 
-    def _read_index(self) -> np.ndarray:
+    def _check_index_extent(self) -> int:
+        """Check where the header puts the index (no byte of it is read) and return the episode count."""
         header = self.header
         offset, length = header.index_offset, header.index_length
         if length % INDEX_ENTRY.size:
@@ -297,7 +310,12 @@ class KdbFile(ReaderBase):
             raise ERRORS.invalid("header.num_episodes", HEADER.offsets["num_episodes"],
                                  f"{count} (index_length {length} / {INDEX_ENTRY.size})", header.num_episodes)
         self.source.check(offset, length, f"episode index ({count} entries of {INDEX_ENTRY.size} bytes)")
-        index = INDEX_ENTRY.read_array(self.source, offset, count, what="episode index")
+        return count
+
+    def _read_index(self) -> np.ndarray:
+        """The whole index as a structured view, its frame counts checked against header.num_frames."""
+        header = self.header
+        index = INDEX_ENTRY.read_array(self.source, header.index_offset, self._num_episodes, what="episode index")
         frames = int(index["num_frames"].sum(dtype=np.uint64))
         if header.num_frames != frames:
             raise ERRORS.invalid("header.num_frames", HEADER.offsets["num_frames"],
@@ -308,8 +326,14 @@ class KdbFile(ReaderBase):
         """Decode index entry ``position`` and check it: the state/action length matches its counts
         and every section lies between the header and the index (the spec's file order)."""
         base = self.header.index_offset
-        entry = INDEX_ENTRY.unpack(self.source.view(INDEX_ENTRY.offset_of("episode_id", base, position),
-                                                    INDEX_ENTRY.size, f"episode {position} index entry"))
+        if self._index is not None:  # held whole (a map, or read for a whole-index call): no read
+            entry = INDEX_ENTRY.unpack(self._index, position * INDEX_ENTRY.size)
+        else:
+            first = position - position % INDEX_BLOCK_ENTRIES
+            count = min(INDEX_BLOCK_ENTRIES, self._num_episodes - first)
+            self.source.prefetch([(INDEX_ENTRY.offset_of("episode_id", base, first), count * INDEX_ENTRY.size)])
+            entry = INDEX_ENTRY.unpack(self.source.view(INDEX_ENTRY.offset_of("episode_id", base, position),
+                                                        INDEX_ENTRY.size, f"episode {position} index entry"))
         stride = step_size(entry.state_dim, entry.action_dim)
         if entry.actions_length != entry.num_frames * stride:
             raise ERRORS.invalid(f"episode {position} index.actions_length",
@@ -331,10 +355,18 @@ class KdbFile(ReaderBase):
         # Arrays already handed out keep their pages alive.
         self.source.close()
 
+    @property
+    def index(self) -> np.ndarray:
+        """Every index entry as a structured view (unchecked entries); read on first use when not mapped."""
+        if self._index is None:
+            self._index = self._read_index()
+        return self._index
+
     def __len__(self) -> int:
-        return len(self.index)
+        return self._num_episodes
 
     def __iter__(self) -> Iterator[Episode]:
+        self.index  # noqa: B018 - one request for every entry instead of one per block
         for position in range(len(self)):
             yield self.read_episode(position)
 
@@ -344,12 +376,15 @@ class KdbFile(ReaderBase):
     def __repr__(self) -> str:
         if self.closed:
             return "<kdb file, closed>"
-        return f"<kdb file {self.source.name}: {len(self)} episodes, {self.num_frames} frames, version {self.version}>"
+        # The header's frame count: a repr fetches nothing (num_frames may read the whole index first).
+        return (f"<kdb file {self.source.name}: {len(self)} episodes, {self.header.num_frames} frames, "
+                f"version {self.version}>")
 
     # -- the Reader protocol -----------------------------------------------------------------------
 
     def info(self) -> dict[str, Any]:
         """Episodes, frames, dims, cameras, embodiments and tasks."""
+        self.index  # noqa: B018 - one request for every entry instead of one per block
         metas = [self.read_meta(position) for position in range(len(self))]
         cameras: dict[str, None] = {}
         for position, meta in enumerate(metas):
@@ -378,6 +413,7 @@ class KdbFile(ReaderBase):
 
     def entries(self) -> list[dict[str, Any]]:
         """One row per episode: id, frames, dims, fps, success, total reward, embodiment, task."""
+        self.index  # noqa: B018 - one request for every entry instead of one per block
         rows = []
         for position in range(len(self)):
             meta = self.read_meta(position)
@@ -388,6 +424,10 @@ class KdbFile(ReaderBase):
 
     def validate(self, *, decode_images: bool = True) -> list[Problem]:
         """Every problem found (empty list: valid): reserved bytes, then each episode's sections and images."""
+        try:
+            self.index  # noqa: B018 - read in ranges, the whole-index check runs here (mapped files: at open)
+        except FormatError as error:
+            return [Problem.from_error(error)]
         problems = []
         reserved = HEADER.nonzero_reserved(self.source.view(0, HEADER.size, "header"))
         if reserved and self.header.version_minor <= VERSION_MINOR:
@@ -454,7 +494,8 @@ class KdbFile(ReaderBase):
 
     @property
     def num_frames(self) -> int:
-        """Frames over all episodes."""
+        """Frames over all episodes (the header's count, once the whole index has confirmed it)."""
+        self.index  # noqa: B018 - read and checked on first use when not mapped
         return int(self.header.num_frames)
 
     @property
@@ -549,9 +590,20 @@ class KdbFile(ReaderBase):
 
     def read_frame(self, position: int, frame: int, *, cameras: Sequence[str] | None = None,
                    images: bool = True, on_bad_image: str | None = None) -> Frame:
-        """One frame: state/action values and decoded camera images (``images=False`` skips them)."""
-        steps = self.steps(position)
+        """One frame: state/action values and decoded camera images (``images=False`` skips them).
+
+        Frames are not indexed (image records are variable-length, so frame t is found by walking the
+        records before it): a remote source fetches the episode's state/action section and its image
+        section up to where frame t ends if all frames are the same size, in one request; a walk that
+        finds the frames of unequal size fetches the rest of the section with one more.
+        """
+        entry = self.entry(position)
         position = int(position) % len(self)
+        ranges = [] if position in self._steps else [(entry.actions_offset, entry.actions_length)]
+        if images and position not in self._walks:
+            ranges.append((entry.images_offset, _even_frame_end(entry, frame)))
+        self.source.prefetch(ranges)
+        steps = self.steps(position)
         if not 0 <= frame < len(steps):
             raise EpisodeNotFound(f"kdb: frame {frame} is outside 0..{len(steps) - 1} of episode {position}")
         step = steps[frame]
@@ -601,7 +653,7 @@ class KdbFile(ReaderBase):
 
     def image_records(self, position: int, frame: int) -> list[ImageRecord]:
         """Parse the image records of one frame (finding the frame's start on first use)."""
-        walk = self._walk(position)
+        walk = self._walk(position, frame)
         if not 0 <= frame < walk.num_frames:
             raise EpisodeNotFound(f"kdb: frame {frame} is outside 0..{walk.num_frames - 1} "
                                   f"of episode {walk.position}")
@@ -610,20 +662,40 @@ class KdbFile(ReaderBase):
 
     def frame_offset(self, position: int, frame: int) -> int:
         """Absolute offset of a frame's image records; ``frame == num_frames`` gives where the last one ends."""
-        walk = self._walk(position)
+        walk = self._walk(position, frame)
         if not 0 <= frame <= walk.num_frames:
             raise EpisodeNotFound(f"kdb: frame {frame} is outside 0..{walk.num_frames} of episode {walk.position}")
         return walk.start + walk.frame_start(frame)
 
-    def _walk(self, position: int) -> _FrameWalk:
-        """The (cached) frame finder of one episode's image section."""
+    def _walk(self, position: int, frame: int) -> _FrameWalk:
+        """The (cached) frame finder of one episode's image section, about to look for ``frame``.
+
+        A mapped file hands it the whole section. A source read in ranges hands it the section up to
+        where ``frame`` ends if the episode's frames are all the same size; the walk itself checks
+        every record, fetching the rest of the section only when that guess falls short.
+        """
         walk = self._walks.get(position)
+        entry = self.entry(position)
+        wanted = entry.images_length if self.source.buffer is not None else _even_frame_end(entry, frame)
         if walk is None:
-            entry = self.entry(position)
             position = int(position) % len(self)
-            section = self.source.view(entry.images_offset, entry.images_length, f"episode {position} image section")
-            walk = self._walks[position] = _FrameWalk(position, entry.images_offset, section, entry.num_frames)
+            what = f"episode {position} image section"
+            offset = entry.images_offset
+
+            def section_head(length: int) -> memoryview:
+                return self.source.view(offset, length, what)
+
+            walk = self._walks[position] = _FrameWalk(position, offset, entry.images_length, entry.num_frames,
+                                                      section_head, wanted)
+        walk.wanted = max(walk.wanted, wanted)
         return walk
+
+
+def _even_frame_end(entry: Any, frame: int) -> int:
+    """Where ``frame`` ends inside its episode's image section if every frame takes the same bytes."""
+    if not 0 <= frame < entry.num_frames:
+        return int(entry.images_length)
+    return min(entry.images_length, -(-(frame + 1) * entry.images_length // entry.num_frames))
 
 
 class _FrameWalk:
@@ -632,16 +704,27 @@ class _FrameWalk:
     Records are variable-length, so a frame is found by walking the records
     before it (reading only the name lengths and data lengths, bounds-checked)
     as far as the frame asked for; the starts found are cached, so each
-    record is walked at most once per open file.
+    record is walked at most once per open file. ``section`` holds the first
+    bytes of the section (all of them for a mapped file); the walk asks
+    ``read_head`` for more when a record runs past them.
     """
 
-    def __init__(self, position: int, start: int, section: memoryview, num_frames: int) -> None:
+    def __init__(self, position: int, start: int, size: int, num_frames: int,
+                 read_head: Callable[[int], memoryview], wanted: int) -> None:
         self.position = position
         self.start = start
-        self.section = section
+        self.size = size
         self.num_frames = num_frames
+        self.read_head = read_head
+        self.wanted = wanted
+        self.section = read_head(wanted)
         self.starts = [0]
         self.names: dict[bytes, str] = {}
+
+    def extend(self, needed: int) -> memoryview:
+        """The section's first ``needed`` bytes or more: up to ``wanted`` while that covers them, else all."""
+        self.section = self.read_head(self.wanted if needed <= self.wanted else self.size)
+        return self.section
 
     def frame_start(self, frame: int) -> int:
         """Offset of ``frame`` (``num_frames``: the end of the last frame) inside the section."""
@@ -666,12 +749,17 @@ def parse_frame(walk: _FrameWalk, frame: int, offset: int, *, with_records: bool
     bounds-checked before it is read and a failure names the frame, camera and field. With
     ``with_records=False`` only the lengths are read, to find where the next frame starts.
     """
-    section, base = walk.section, walk.start
-    size = len(section)
+    section, base, size = walk.section, walk.start, walk.size
+    held = len(section)
 
     def need(at: int, length: int, what: str) -> None:
-        if at + length > size:
-            raise ERRORS.truncated_at(f"episode {walk.position} frame {frame} {what}", base + at, length, base + size)
+        nonlocal section, held
+        if at + length > held:
+            if at + length > size:
+                raise ERRORS.truncated_at(f"episode {walk.position} frame {frame} {what}", base + at, length,
+                                          base + size)
+            section = walk.extend(at + length)
+            held = len(section)
 
     need(offset, CAMERA_COUNT.size, "num_cameras")
     (count,) = _READ_U16(section, offset)
