@@ -29,6 +29,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO, NamedTuple
+from urllib.parse import urlsplit
 
 from ._binary import Source, atomic_write
 from .errors import ErrorKinds, ObjectChangedError, RemoteError, UnsupportedError
@@ -39,8 +40,10 @@ __all__ = [
     "RemoteFile",
     "RemoteSource",
     "SourceStats",
+    "expand_url_pattern",
     "is_remote",
     "is_url",
+    "is_url_pattern",
     "remote_output",
     "resolve",
 ]
@@ -55,6 +58,8 @@ WHOLE_ON_CLOSE = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "ad
 # A scheme of two or more letters (so "C:\\" stays a path), then "://", or fsspec's "::" chaining
 # in front of one (so a file named "a::b.kas" stays a path).
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]+(://|::.*://)")
+_URL_GLOB_CHARACTERS = frozenset("*?[")
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]+://")
 _CONTENT_RANGE = re.compile(r"bytes\s+(?:\d+-\d+|\*)/(\d+)")
 
 
@@ -88,6 +93,38 @@ def is_remote(target: Any) -> bool:
     if is_url(target):
         return _local_path(target) is None
     return _fsspec_file(target) or _open_file(target)
+
+
+def _chain_and_target(url: str) -> tuple[str, str]:
+    """(``"simplecache::"``, ``"s3://b/k"``) of a chained URL: the outer links carry no "://"."""
+    start = _SCHEME.search(url)
+    return (url[:start.start()], url[start.start():]) if start else ("", url)
+
+
+def _is_http(url: str) -> bool:
+    return _chain_and_target(url)[1].lower().startswith(("http://", "https://"))
+
+
+def is_url_pattern(url: str) -> bool:
+    """True for a URL with glob characters (``*``, ``?``, ``[``), as fsspec reads them; in an HTTP(S) URL
+    only its path counts (``?`` starts the query, ``[`` an IPv6 host)."""
+    if _is_http(url):
+        return not _URL_GLOB_CHARACTERS.isdisjoint(urlsplit(_chain_and_target(url)[1]).path)
+    return not _URL_GLOB_CHARACTERS.isdisjoint(url)
+
+
+def expand_url_pattern(pattern: str, storage_options: dict | None = None) -> list[str]:
+    """The URLs a glob URL (``s3://bucket/shards/*.kdb``) matches, sorted, with their protocol (and chain) kept."""
+    if _is_http(pattern):
+        raise UnsupportedError(f"{pattern}: HTTP(S) servers cannot be listed, so a glob over them cannot be "
+                               f"expanded; give the URLs one by one")
+    import fsspec
+
+    fs, path = fsspec.core.url_to_fs(pattern, **(storage_options or {}))
+    chain, target = _chain_and_target(pattern)
+    # The pattern's own scheme, not the filesystem's first name (adlfs would turn az:// into abfs://).
+    scheme = target.partition("://")[0]
+    return sorted(f"{chain}{scheme}://{match}" for match in fs.glob(path))
 
 
 def resolve(target: Any, storage_options: dict | None = None) -> Any:
