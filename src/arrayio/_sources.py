@@ -209,6 +209,13 @@ def _total_size(content_range: str | None) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def _range_not_satisfiable(error: Exception) -> bool:
+    """True for an HTTP 416 as s3fs and gcsfs raise it: nothing at the range's start (an empty object)."""
+    # s3fs turns botocore's InvalidRange into OSError(EINVAL, "The requested range is not satisfiable").
+    return (getattr(error, "code", None) == 416 or "InvalidRange" in str(error) or "416" in str(error)
+            or "not satisfiable" in str(error))
+
+
 class _S3Transport:
     """Ranged GetObject calls through an s3fs filesystem's client."""
 
@@ -234,7 +241,7 @@ class _S3Transport:
         except PermissionError:
             raise
         except Exception as error:  # noqa: BLE001 - botocore/aiohttp errors become one named error
-            if "InvalidRange" in str(error) or "416" in str(error):
+            if _range_not_satisfiable(error):
                 info = await self.fs._info(f"{self.bucket}/{self.key}", refresh=True)
                 return _Response(b"", int(info["size"]), info.get("ETag"))
             raise RemoteError(f"{self.url}: cannot read ({type(error).__name__}: {error})") from None
@@ -279,7 +286,7 @@ class _GCSTransport:
         except PermissionError:
             raise
         except Exception as error:  # noqa: BLE001 - gcsfs/aiohttp errors become one named error
-            if getattr(error, "code", None) == 416 or "416" in str(error):
+            if _range_not_satisfiable(error):
                 info = await self.fs._info(self.path, refresh=True)
                 return _Response(b"", int(info["size"]), info.get("generation"))
             raise RemoteError(f"{self.url}: cannot read ({type(error).__name__}: {error})") from None

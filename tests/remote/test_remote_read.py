@@ -184,12 +184,17 @@ def test_chained_and_memory_urls(http_server, samples):
         assert reader.source.stats.requests >= 2  # info() for the size, then ranges
 
 
-def test_an_empty_object_is_no_format(http_server):
-    url = http_server.put("empty.kas", b"")
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_empty_object_is_no_format(http_server, object_stores, backend):
+    if backend == "http":
+        url, options = http_server.put("empty.kas", b""), {}
+    else:
+        store = object_stores(backend)
+        url, options = store.put("empty.kas", b""), store.options
     with pytest.raises(arrayio.FormatError, match="empty.kas"):
-        arrayio.open(url)
+        arrayio.open(url, storage_options=options)
     with pytest.raises(EOFError):
-        kastore.load(url)
+        kastore.load(url, storage_options=options)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
