@@ -27,7 +27,7 @@ class ObjectStore:
     name: str
     root: str                         # URL of the test bucket or container, e.g. "s3://arrayio-test"
     options: dict                     # storage_options for its fsspec filesystem
-    counts: Counts | None             # requests and bytes as the server saw them; None where nothing counts
+    counts: Counts                    # requests and bytes as the server saw them
     put: Callable[[str, bytes], str]  # upload bytes under a name; returns the object's URL
 
 
@@ -127,8 +127,7 @@ def _az_store(azurite_server) -> ObjectStore:
     def put(name: str, data: bytes) -> str:
         filesystem.pipe_file(f"{BUCKET}/{name}", bytes(data))
         return f"az://{BUCKET}/{name}"
-    # Azurite runs in its own Node.js process, with no layer of ours to count its requests.
-    return ObjectStore("az", f"az://{BUCKET}", options, None, put)
+    return ObjectStore("az", f"az://{BUCKET}", options, azurite_server.counts, put)
 
 
 @pytest.fixture

@@ -1,11 +1,12 @@
 """Real servers on loopback for the remote tests: an HTTP server with byte ranges that counts what it
 serves, moto's S3 server wrapped in a WSGI layer that does the same, the gcp-storage-emulator's GCS JSON API
 behind a counting request handler, and Azurite (a Node.js program) started as a subprocess where it is
-installed."""
+installed, behind a counting relay."""
 
 from __future__ import annotations
 
 import hashlib
+import http.client
 import os
 import queue
 import re
@@ -235,6 +236,68 @@ class CountingGcsServer:
         self.thread.join(timeout=10)
 
 
+class CountingRelay:
+    """An HTTP/1.1 relay on 127.0.0.1 and a free port to a server in another process, counting as it goes:
+    every request, and the body bytes of GET responses, per path, before the response goes back."""
+
+    _HOP_BY_HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "content-length"})
+
+    def __init__(self, upstream: str) -> None:
+        self.counts = Counts()
+        counts = self.counts
+        host, port = upstream.removeprefix("http://").split(":")
+        hop_by_hop = self._HOP_BY_HOP
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def _relay(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                connection = http.client.HTTPConnection(host, int(port), timeout=60)
+                try:
+                    connection.request(self.command, self.path, body=body,
+                                       headers={key: value for key, value in self.headers.items()
+                                                if key.lower() not in hop_by_hop})
+                    response = connection.getresponse()
+                    data = response.read()
+                finally:
+                    connection.close()
+                counts.add(self.path.split("?")[0], len(data) if self.command == "GET" else 0)
+                self.send_response(response.status, response.reason)
+                for key, value in response.getheaders():
+                    if key.lower() not in hop_by_hop:
+                        self.send_header(key, value)
+                length = response.getheader("Content-Length") if self.command == "HEAD" else None
+                self.send_header("Content-Length", length or str(len(data)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+
+            do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _relay
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                       daemon=True)
+
+    @property
+    def endpoint(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(timeout=10)
+
+
 # Azurite's fixed development account (public, documented with Azurite; it guards nothing).
 AZURITE_ACCOUNT = "devstoreaccount1"
 AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
@@ -242,13 +305,15 @@ _AZURITE_LISTENING = re.compile(r"listens on (http://127\.0\.0\.1:\d+)")
 
 
 class AzuriteServer:
-    """Azurite's blob service (Node.js), run as a subprocess on 127.0.0.1 and a port it picks, data in memory."""
+    """Azurite's blob service (Node.js), run as a subprocess on 127.0.0.1 and a port it picks, data in memory,
+    reached through a CountingRelay (Azurite runs in another process, so there is no layer to wrap)."""
 
     def __init__(self, command: str, workspace: str) -> None:
         self.command = command
         self.workspace = workspace
         self.process: subprocess.Popen | None = None
-        self.endpoint = ""
+        self.endpoint = ""  # the relay's, once started
+        self.relay: CountingRelay | None = None
 
     @classmethod
     def find(cls, workspace: os.PathLike) -> AzuriteServer | None:
@@ -267,18 +332,28 @@ class AzuriteServer:
         # Its output is read to the end (a full pipe would block it); the start waits for the port it prints.
         threading.Thread(target=_lines_into, args=(self.process.stdout, lines), daemon=True).start()
         deadline = time.monotonic() + 60
-        seen = []
-        while not self.endpoint and time.monotonic() < deadline:
+        seen: list[str] = []
+        azurite = ""
+        while not azurite and time.monotonic() < deadline:
             try:
                 seen.append(lines.get(timeout=max(0.0, deadline - time.monotonic())))
             except queue.Empty:
                 break
             match = _AZURITE_LISTENING.search(seen[-1])
             if match:
-                self.endpoint = match.group(1)
-        if not self.endpoint:
+                azurite = match.group(1)
+        if not azurite:
             self.stop()
             raise RuntimeError("Azurite did not start: " + "".join(seen))
+        self.relay = CountingRelay(azurite)
+        self.relay.start()
+        self.endpoint = self.relay.endpoint
+
+    @property
+    def counts(self) -> Counts:
+        """What Azurite was asked and sent, as the relay in front of it saw it."""
+        assert self.relay is not None, "start() first"
+        return self.relay.counts
 
     @property
     def connection_string(self) -> str:
@@ -287,6 +362,8 @@ class AzuriteServer:
                 f"BlobEndpoint={self.endpoint}/{AZURITE_ACCOUNT};")
 
     def stop(self) -> None:
+        if self.relay is not None:
+            self.relay.stop()
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
             try:
