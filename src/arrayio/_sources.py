@@ -7,9 +7,9 @@ prefetched ranges go out as one request, and what was fetched sits in a
 bounded cache. ``RemoteSource`` is the shared ``Source`` over it, so format
 readers never learn where their bytes come from.
 
-HTTP(S) and S3 are spoken to below fsspec's file layer: the first request is
-a ranged GET whose ``Content-Range`` gives both the head bytes and the
-object's size, so opening needs no HEAD. Other fsspec backends cost one
+HTTP(S), S3 and GCS are spoken to below fsspec's file layer: the first
+request is a ranged GET whose ``Content-Range`` gives both the head bytes and
+the object's size, so opening needs no HEAD. Other fsspec backends cost one
 ``info()`` call more.
 """
 
@@ -29,6 +29,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO, NamedTuple
+from urllib.parse import urlsplit
 
 from ._binary import Source, atomic_write
 from .errors import ErrorKinds, ObjectChangedError, RemoteError, UnsupportedError
@@ -39,8 +40,10 @@ __all__ = [
     "RemoteFile",
     "RemoteSource",
     "SourceStats",
+    "expand_url_pattern",
     "is_remote",
     "is_url",
+    "is_url_pattern",
     "remote_output",
     "resolve",
 ]
@@ -55,6 +58,8 @@ WHOLE_ON_CLOSE = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "ad
 # A scheme of two or more letters (so "C:\\" stays a path), then "://", or fsspec's "::" chaining
 # in front of one (so a file named "a::b.kas" stays a path).
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]+(://|::.*://)")
+_URL_GLOB_CHARACTERS = frozenset("*?[")
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]+://")
 _CONTENT_RANGE = re.compile(r"bytes\s+(?:\d+-\d+|\*)/(\d+)")
 
 
@@ -88,6 +93,38 @@ def is_remote(target: Any) -> bool:
     if is_url(target):
         return _local_path(target) is None
     return _fsspec_file(target) or _open_file(target)
+
+
+def _chain_and_target(url: str) -> tuple[str, str]:
+    """(``"simplecache::"``, ``"s3://b/k"``) of a chained URL: the outer links carry no "://"."""
+    start = _SCHEME.search(url)
+    return (url[:start.start()], url[start.start():]) if start else ("", url)
+
+
+def _is_http(url: str) -> bool:
+    return _chain_and_target(url)[1].lower().startswith(("http://", "https://"))
+
+
+def is_url_pattern(url: str) -> bool:
+    """True for a URL with glob characters (``*``, ``?``, ``[``), as fsspec reads them; in an HTTP(S) URL
+    only its path counts (``?`` starts the query, ``[`` an IPv6 host)."""
+    if _is_http(url):
+        return not _URL_GLOB_CHARACTERS.isdisjoint(urlsplit(_chain_and_target(url)[1]).path)
+    return not _URL_GLOB_CHARACTERS.isdisjoint(url)
+
+
+def expand_url_pattern(pattern: str, storage_options: dict | None = None) -> list[str]:
+    """The URLs a glob URL (``s3://bucket/shards/*.kdb``) matches, sorted, with their protocol (and chain) kept."""
+    if _is_http(pattern):
+        raise UnsupportedError(f"{pattern}: HTTP(S) servers cannot be listed, so a glob over them cannot be "
+                               f"expanded; give the URLs one by one")
+    import fsspec
+
+    fs, path = fsspec.core.url_to_fs(pattern, **(storage_options or {}))
+    chain, target = _chain_and_target(pattern)
+    # The pattern's own scheme, not the filesystem's first name (adlfs would turn az:// into abfs://).
+    scheme = target.partition("://")[0]
+    return sorted(f"{chain}{scheme}://{match}" for match in fs.glob(path))
 
 
 def resolve(target: Any, storage_options: dict | None = None) -> Any:
@@ -172,6 +209,13 @@ def _total_size(content_range: str | None) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def _range_not_satisfiable(error: Exception) -> bool:
+    """True for an HTTP 416 as s3fs and gcsfs raise it: nothing at the range's start (an empty object)."""
+    # s3fs turns botocore's InvalidRange into OSError(EINVAL, "The requested range is not satisfiable").
+    return (getattr(error, "code", None) == 416 or "InvalidRange" in str(error) or "416" in str(error)
+            or "not satisfiable" in str(error))
+
+
 class _S3Transport:
     """Ranged GetObject calls through an s3fs filesystem's client."""
 
@@ -197,7 +241,7 @@ class _S3Transport:
         except PermissionError:
             raise
         except Exception as error:  # noqa: BLE001 - botocore/aiohttp errors become one named error
-            if "InvalidRange" in str(error) or "416" in str(error):
+            if _range_not_satisfiable(error):
                 info = await self.fs._info(f"{self.bucket}/{self.key}", refresh=True)
                 return _Response(b"", int(info["size"]), info.get("ETag"))
             raise RemoteError(f"{self.url}: cannot read ({type(error).__name__}: {error})") from None
@@ -207,6 +251,49 @@ class _S3Transport:
             response["Body"].close()
         total = _total_size(response.get("ContentRange"))
         return _Response(data, total if total is not None else len(data), response.get("ETag"))
+
+
+class _GCSTransport:
+    """Ranged media GETs through a gcsfs filesystem's session (its ``info()`` would cost two requests more)."""
+
+    size_from_first_response = True
+
+    def __init__(self, fs: Any, path: str, url: str) -> None:
+        self.fs = fs
+        self.path = path
+        self.url = url
+        self.zonal: bool | None = None
+
+    def get(self, start: int, stop: int) -> _Response:
+        from fsspec.asyn import sync
+
+        return sync(self.fs.loop, self._get, start, stop)
+
+    async def _get(self, start: int, stop: int) -> _Response:
+        if self.zonal is None:
+            # gcsfs's extended filesystem reads zonal buckets over gRPC, not the JSON API: let it.
+            lookup = getattr(self.fs, "_is_zonal_bucket", None)
+            self.zonal = lookup is not None and await lookup(self.fs.split_path(self.path)[0])
+        if self.zonal:
+            info = await self.fs._info(self.path)
+            data = await self.fs._cat_file(self.path, start=start, end=stop)
+            return _Response(data, int(info["size"]), info.get("generation"))
+        try:
+            reply, data = await self.fs._call("GET", self.fs.url(self.path),
+                                              headers={"Range": f"bytes={start}-{stop - 1}"})
+        except FileNotFoundError:
+            raise FileNotFoundError(errno.ENOENT, "no such object", self.url) from None
+        except PermissionError:
+            raise
+        except Exception as error:  # noqa: BLE001 - gcsfs/aiohttp errors become one named error
+            if _range_not_satisfiable(error):
+                info = await self.fs._info(self.path, refresh=True)
+                return _Response(b"", int(info["size"]), info.get("generation"))
+            raise RemoteError(f"{self.url}: cannot read ({type(error).__name__}: {error})") from None
+        total = _total_size(reply.get("Content-Range"))
+        # The generation names one version of the object; GCS sends it with every media response.
+        version = reply.get("x-goog-generation") or reply.get("ETag")
+        return _Response(data, total if total is not None else len(data), version)
 
 
 class _FsspecTransport:
@@ -242,6 +329,8 @@ def _transport(fs: Any, path: str, url: str) -> Any:
         return _HTTPTransport(fs, path)
     if protocols & {"s3", "s3a"} and hasattr(fs, "_call_s3"):
         return _S3Transport(fs, path, url)
+    if protocols & {"gs", "gcs"} and hasattr(fs, "_call") and hasattr(fs, "url"):
+        return _GCSTransport(fs, path, url)
     return _FsspecTransport(fs, path, url)
 
 

@@ -1,6 +1,6 @@
-"""Fixtures of the remote tests: an HTTP range server and moto's S3 server on 127.0.0.1, one dask
-LocalCluster for the session, and sample files of every format written by us and by the reference
-packages."""
+"""Fixtures of the remote tests: an HTTP range server, moto's S3 server, the gcp-storage-emulator and
+(where it is installed) Azurite on 127.0.0.1, one dask LocalCluster for the session, and sample files of
+every format written by us and by the reference packages."""
 
 from __future__ import annotations
 
@@ -8,11 +8,27 @@ import os
 import tempfile
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from remote_samples import BUCKET, write_sample
-from remote_servers import CountingMotoServer, RangeServer
+from remote_servers import AzuriteServer, CountingGcsServer, CountingMotoServer, Counts, RangeServer
+
+# gcsfs's default filesystem asks a gRPC control API for each bucket's layout; emulators have none, and
+# every lookup waits out a 60 s timeout. Set before gcsfs is first imported (here or in a subprocess).
+os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+
+
+@dataclass
+class ObjectStore:
+    """One object store backend as the tests see it: where new objects go, how to reach it, what it served."""
+
+    name: str
+    root: str                         # URL of the test bucket or container, e.g. "s3://arrayio-test"
+    options: dict                     # storage_options for its fsspec filesystem
+    counts: Counts                    # requests and bytes as the server saw them
+    put: Callable[[str, bytes], str]  # upload bytes under a name; returns the object's URL
 
 
 @pytest.fixture(scope="session")
@@ -56,6 +72,81 @@ def s3_put(s3_server) -> Callable[[str, bytes], str]:
         s3_server.client.put_object(Bucket=BUCKET, Key=name, Body=bytes(data))
         return f"s3://{BUCKET}/{name}"
     return put
+
+
+@pytest.fixture(scope="session")
+def gcs_server():
+    """gcp-storage-emulator on 127.0.0.1 and a free port, with one bucket."""
+    pytest.importorskip("gcsfs")
+    pytest.importorskip("gcp_storage_emulator")
+    server = CountingGcsServer()
+    server.start()
+    server.create_bucket(BUCKET)
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def azurite_server(tmp_path_factory):
+    """Azurite's blob service on 127.0.0.1 and a free port, with one container (skips where not installed)."""
+    pytest.importorskip("adlfs")
+    server = AzuriteServer.find(tmp_path_factory.mktemp("azurite"))
+    if server is None:
+        pytest.skip("az:// is tested against Azurite, a Node.js program that pip cannot install and no "
+                    "pip-installable Azure Blob emulator exists: `npm install -g azurite` puts azurite-blob "
+                    "on PATH and these tests run")
+    server.start()
+    import fsspec
+
+    fsspec.filesystem("az", connection_string=server.connection_string).mkdir(BUCKET)
+    yield server
+    server.stop()
+
+
+def _s3_store(s3_server, s3_options, s3_put) -> ObjectStore:
+    return ObjectStore("s3", f"s3://{BUCKET}", s3_options, s3_server.counts, s3_put)
+
+
+def _gs_store(gcs_server) -> ObjectStore:
+    import fsspec
+
+    options = {"endpoint_url": gcs_server.endpoint, "token": "anon"}
+
+    def put(name: str, data: bytes) -> str:
+        fsspec.filesystem("gs", **options).pipe_file(f"{BUCKET}/{name}", bytes(data))
+        return f"gs://{BUCKET}/{name}"
+    return ObjectStore("gs", f"gs://{BUCKET}", options, gcs_server.counts, put)
+
+
+def _az_store(azurite_server) -> ObjectStore:
+    import fsspec
+
+    options = {"connection_string": azurite_server.connection_string}
+    filesystem = fsspec.filesystem("az", **options)
+
+    def put(name: str, data: bytes) -> str:
+        filesystem.pipe_file(f"{BUCKET}/{name}", bytes(data))
+        return f"az://{BUCKET}/{name}"
+    return ObjectStore("az", f"az://{BUCKET}", options, azurite_server.counts, put)
+
+
+@pytest.fixture
+def object_stores(request) -> Callable[[str], ObjectStore]:
+    """The object store of a name, "s3", "gs" or "az" (OBJECT_STORES); its server starts on first use."""
+    def get(name: str) -> ObjectStore:
+        if name == "s3":
+            return _s3_store(request.getfixturevalue("s3_server"), request.getfixturevalue("s3_options"),
+                             request.getfixturevalue("s3_put"))
+        if name == "gs":
+            return _gs_store(request.getfixturevalue("gcs_server"))
+        return _az_store(request.getfixturevalue("azurite_server"))
+    return get
+
+
+@pytest.fixture
+def object_store(request, object_stores) -> ObjectStore:
+    """The object store named by the test's (indirect) parameter."""
+    return object_stores(request.param)
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 
 BUCKET = "arrayio-test"
+# The object stores every remote test runs against, each through its fsspec backend and a loopback server.
+OBJECT_STORES = ["s3", "gs", "az"]
 RNG_SEED = 20261122
 
 

@@ -1,12 +1,21 @@
 """Real servers on loopback for the remote tests: an HTTP server with byte ranges that counts what it
-serves, and moto's S3 server wrapped in a WSGI layer that does the same."""
+serves, moto's S3 server wrapped in a WSGI layer that does the same, the gcp-storage-emulator's GCS JSON API
+behind a counting request handler, and Azurite (a Node.js program) started as a subprocess where it is
+installed, behind a counting relay."""
 
 from __future__ import annotations
 
 import hashlib
+import http.client
+import os
+import queue
 import re
+import shutil
+import subprocess
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 from moto.moto_server.werkzeug_app import (
     DomainDispatcherApplication,
@@ -167,3 +176,203 @@ class CountingMotoServer(ThreadedMotoServer):
     def endpoint(self) -> str:
         host, port = self.get_host_and_port()
         return f"http://{host}:{port}"
+
+
+class CountingGcsServer:
+    """gcp-storage-emulator's in-memory GCS JSON API on 127.0.0.1 and a free port, counting what it serves.
+
+    The emulator's own server handles one connection at a time; its request handler is served here by a
+    threading server instead, so concurrent range reads do not queue. Every request counts; only media
+    downloads (``alt=media``) count body bytes, as a HEAD would carry none for the metadata requests."""
+
+    def __init__(self) -> None:
+        from gcp_storage_emulator.server import RequestHandler
+        from gcp_storage_emulator.storage import Storage
+
+        self.storage = Storage(use_memory_fs=True)
+        self.counts = Counts()
+        counts, storage = self.counts, self.storage
+
+        class Handler(RequestHandler):
+            def __init__(self, *args: object) -> None:
+                super().__init__(storage, *args)
+
+            def send_response(self, code: int, message: str | None = None) -> None:
+                self.media_bytes = 0
+                super().send_response(code, message)
+
+            def send_header(self, keyword: str, value: str) -> None:
+                if keyword.lower() == "content-length" and "alt=media" in self.path:
+                    self.media_bytes = int(value)
+                super().send_header(keyword, value)
+
+            def end_headers(self) -> None:
+                # Counted before the body goes out, so a client that has its answer sees it counted.
+                counts.add(self.path.split("?")[0], self.media_bytes if self.command == "GET" else 0)
+                super().end_headers()
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                       daemon=True)
+
+    @property
+    def endpoint(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def create_bucket(self, name: str) -> None:
+        """Create an empty bucket."""
+        from gcp_storage_emulator.handlers.buckets import create_bucket
+
+        create_bucket(name, self.storage)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(timeout=10)
+
+
+class CountingRelay:
+    """An HTTP/1.1 relay on 127.0.0.1 and a free port to a server in another process, counting as it goes:
+    every request, and the body bytes of GET responses, per path, before the response goes back."""
+
+    _HOP_BY_HOP = frozenset({"connection", "keep-alive", "transfer-encoding", "content-length"})
+
+    def __init__(self, upstream: str) -> None:
+        self.counts = Counts()
+        counts = self.counts
+        host, port = upstream.removeprefix("http://").split(":")
+        hop_by_hop = self._HOP_BY_HOP
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def _relay(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                connection = http.client.HTTPConnection(host, int(port), timeout=60)
+                try:
+                    connection.request(self.command, self.path, body=body,
+                                       headers={key: value for key, value in self.headers.items()
+                                                if key.lower() not in hop_by_hop})
+                    response = connection.getresponse()
+                    data = response.read()
+                finally:
+                    connection.close()
+                counts.add(self.path.split("?")[0], len(data) if self.command == "GET" else 0)
+                self.send_response(response.status, response.reason)
+                for key, value in response.getheaders():
+                    if key.lower() not in hop_by_hop:
+                        self.send_header(key, value)
+                length = response.getheader("Content-Length") if self.command == "HEAD" else None
+                self.send_header("Content-Length", length or str(len(data)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+
+            do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _relay
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                       daemon=True)
+
+    @property
+    def endpoint(self) -> str:
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(timeout=10)
+
+
+# Azurite's fixed development account (public, documented with Azurite; it guards nothing).
+AZURITE_ACCOUNT = "devstoreaccount1"
+AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+_AZURITE_LISTENING = re.compile(r"listens on (http://127\.0\.0\.1:\d+)")
+
+
+class AzuriteServer:
+    """Azurite's blob service (Node.js), run as a subprocess on 127.0.0.1 and a port it picks, data in memory,
+    reached through a CountingRelay (Azurite runs in another process, so there is no layer to wrap)."""
+
+    def __init__(self, command: str, workspace: str) -> None:
+        self.command = command
+        self.workspace = workspace
+        self.process: subprocess.Popen | None = None
+        self.endpoint = ""  # the relay's, once started
+        self.relay: CountingRelay | None = None
+
+    @classmethod
+    def find(cls, workspace: os.PathLike) -> AzuriteServer | None:
+        """An AzuriteServer if ``azurite-blob`` is on PATH, else None."""
+        command = shutil.which("azurite-blob")
+        return None if command is None else cls(command, os.fspath(workspace))
+
+    def start(self) -> None:
+        # Telemetry off: Azurite would otherwise report to a server beyond loopback. The API version check
+        # off: azure-storage-blob releases often speak a newer version than the installed Azurite knows.
+        self.process = subprocess.Popen(
+            [self.command, "--blobHost", "127.0.0.1", "--blobPort", "0", "--inMemoryPersistence",
+             "--disableTelemetry", "--skipApiVersionCheck", "--silent"],
+            cwd=self.workspace, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        lines: queue.Queue[str] = queue.Queue()
+        # Its output is read to the end (a full pipe would block it); the start waits for the port it prints.
+        threading.Thread(target=_lines_into, args=(self.process.stdout, lines), daemon=True).start()
+        deadline = time.monotonic() + 60
+        seen: list[str] = []
+        azurite = ""
+        while not azurite and time.monotonic() < deadline:
+            try:
+                seen.append(lines.get(timeout=max(0.0, deadline - time.monotonic())))
+            except queue.Empty:
+                break
+            match = _AZURITE_LISTENING.search(seen[-1])
+            if match:
+                azurite = match.group(1)
+        if not azurite:
+            self.stop()
+            raise RuntimeError("Azurite did not start: " + "".join(seen))
+        self.relay = CountingRelay(azurite)
+        self.relay.start()
+        self.endpoint = self.relay.endpoint
+
+    @property
+    def counts(self) -> Counts:
+        """What Azurite was asked and sent, as the relay in front of it saw it."""
+        assert self.relay is not None, "start() first"
+        return self.relay.counts
+
+    @property
+    def connection_string(self) -> str:
+        """What adlfs (``connection_string=``) needs to reach this server."""
+        return (f"DefaultEndpointsProtocol=http;AccountName={AZURITE_ACCOUNT};AccountKey={AZURITE_KEY};"
+                f"BlobEndpoint={self.endpoint}/{AZURITE_ACCOUNT};")
+
+    def stop(self) -> None:
+        if self.relay is not None:
+            self.relay.stop()
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+
+
+def _lines_into(stream: Any, lines: queue.Queue) -> None:
+    for line in stream:
+        lines.put(line)

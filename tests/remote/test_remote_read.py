@@ -1,30 +1,37 @@
-"""Every format read from http:// (a range server in this process) and s3:// (moto) equals the local read,
-and the request and byte bounds hold, counted by the servers themselves."""
+"""Every format read from http:// (a range server in this process), s3:// (moto), gs://
+(gcp-storage-emulator) and az:// (Azurite, where installed) equals the local read, and the request and byte
+bounds hold, counted by the servers themselves."""
 
 from __future__ import annotations
 
 import fsspec
 import numpy as np
 import pytest
-from remote_samples import SAMPLES, assert_same, snapshot
+from remote_samples import OBJECT_STORES, SAMPLES, assert_same, snapshot
 
 import arrayio
 from arrayio import bloscpack, kast, kastore, kdb, pycauset
 
 SLACK = 64 << 10
-BACKENDS = ["http", "s3"]
+BACKENDS = ["http", *OBJECT_STORES]
+# Backends read through fsspec's info() and cat_file: opening costs one request more (docs/remote.md).
+INFO_FIRST = {"az"}
 
 
 @pytest.fixture
-def served(http_server, s3_server, s3_options, s3_put, samples):
-    """Serve a sample on a backend: returns (url, storage_options, server counts, local path)."""
+def served(request, samples, object_stores):
+    """Serve a sample on a backend: returns (url, storage_options, server counts, local path).
+
+    A backend's server starts on first use."""
     def serve(kind: str, backend: str):
         path = samples(kind)
         name = f"{kind.replace('/', '-')}-{path.name}"
         if backend == "http":
-            url, options, counts = http_server.put(name, path.read_bytes()), {}, http_server.counts
+            server = request.getfixturevalue("http_server")
+            url, options, counts = server.put(name, path.read_bytes()), {}, server.counts
         else:
-            url, options, counts = s3_put(name, path.read_bytes()), s3_options, s3_server.counts
+            store = object_stores(backend)
+            url, options, counts = store.put(name, path.read_bytes()), store.options, store.counts
         counts.reset()
         return url, options, counts, path
     return serve
@@ -61,7 +68,7 @@ def test_open_takes_at_most_two_requests_and_stats_agree(served, kind, backend):
     url, options, counts, _path = served(kind, backend)
     with arrayio.open(url, storage_options=options) as reader:
         requests, sent = counts.total()
-        assert 1 <= requests <= 2
+        assert 1 <= requests <= 2 + (backend in INFO_FIRST)
         assert reader.source.stats.requests == requests
         assert reader.source.stats.bytes_fetched == sent
 
@@ -140,9 +147,10 @@ def test_unpack_ndarray_from_url(served):
     assert np.array_equal(bloscpack.unpack_ndarray_from_file(url), bloscpack.unpack_ndarray_from_file(path))
 
 
-def test_info_and_validate_of_urls(served):
+@pytest.mark.parametrize("store", OBJECT_STORES)
+def test_info_and_validate_of_urls(served, store):
     for kind in SAMPLES:
-        url, options, _counts, path = served(kind, "s3")
+        url, options, _counts, path = served(kind, store)
         assert arrayio.validate(url, storage_options=options) == []
         assert arrayio.info(url, storage_options=options) == arrayio.info(path)
 
@@ -173,12 +181,17 @@ def test_chained_and_memory_urls(http_server, samples):
         assert reader.source.stats.requests >= 2  # info() for the size, then ranges
 
 
-def test_an_empty_object_is_no_format(http_server):
-    url = http_server.put("empty.kas", b"")
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_empty_object_is_no_format(http_server, object_stores, backend):
+    if backend == "http":
+        url, options = http_server.put("empty.kas", b""), {}
+    else:
+        store = object_stores(backend)
+        url, options = store.put("empty.kas", b""), store.options
     with pytest.raises(arrayio.FormatError, match="empty.kas"):
-        arrayio.open(url)
+        arrayio.open(url, storage_options=options)
     with pytest.raises(EOFError):
-        kastore.load(url)
+        kastore.load(url, storage_options=options)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

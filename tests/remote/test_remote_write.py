@@ -14,7 +14,7 @@ from pathlib import Path
 import fsspec
 import numpy as np
 import pytest
-from remote_samples import BUCKET, assert_same
+from remote_samples import BUCKET, OBJECT_STORES, assert_same
 
 import arrayio
 from arrayio import bloscpack, kast, kastore, kdb, pycauset
@@ -59,13 +59,15 @@ def _read(name: str, reader) -> object:
     return np.array(reader.array)
 
 
+@pytest.mark.parametrize("object_store", OBJECT_STORES, indirect=True)
 @pytest.mark.parametrize("name", ["kastore", "kast", "bloscpack", "kdb", "pycauset"])
-def test_write_to_s3_round_trips(s3_options, name):
-    url = f"s3://{BUCKET}/written/sample.{name}"
-    expected = _write(name, arrayio.RemoteFile(url, s3_options))
-    with arrayio.open(url, storage_options=s3_options) as reader:
+def test_write_to_an_object_store_round_trips(object_store, name):
+    url = f"{object_store.root}/written/sample.{name}"
+    options = object_store.options
+    expected = _write(name, arrayio.RemoteFile(url, options))
+    with arrayio.open(url, storage_options=options) as reader:
         assert_same(expected, _read(name, reader))
-    assert arrayio.validate(url, storage_options=s3_options) == []
+    assert arrayio.validate(url, storage_options=options) == []
 
 
 @pytest.mark.parametrize("name", ["kastore", "pycauset"])

@@ -2,7 +2,8 @@
 files opened lazily, once per process.
 
 A source is a path, a URL (handed as it is to :func:`arrayio.kdb.open`), a
-glob pattern, a folder (its ``*.kdb`` files) or a list of any of these. The
+glob pattern (local, or a URL listed through fsspec: ``s3://bucket/shards/*.kdb``),
+a folder (its ``*.kdb`` files) or a list of any of these. The
 shard tables (frames and fps of every episode) are read once where the set is
 built; pickling keeps only the sources and those tables, so DataLoader workers
 and other processes map the files themselves on first use.
@@ -18,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from .._sources import expand_url_pattern, is_remote, is_url_pattern
 from ._reader import KdbFile
 
 _GLOB_CHARACTERS = frozenset("*?[")
@@ -29,8 +31,12 @@ IMAGE_TABLE_DTYPE = np.dtype([("offset", np.int64), ("length", np.int64), ("heig
                               ("width", np.int64), ("channels", np.int64), ("format", np.int64)])
 
 
-def resolve_sources(source: Any) -> list[Any]:
-    """The shard list named by ``source``: paths in sorted glob order, URLs unchanged."""
+def resolve_sources(source: Any, storage_options: dict | None = None) -> list[Any]:
+    """The shard list named by ``source``: paths and URLs in sorted glob order, other URLs unchanged.
+
+    URL globs are listed through fsspec with ``storage_options``; HTTP(S) cannot be listed and raises
+    UnsupportedError.
+    """
     items = list(source) if isinstance(source, (list, tuple)) else [source]
     shards: list[Any] = []
     for item in items:
@@ -39,7 +45,13 @@ def resolve_sources(source: Any) -> list[Any]:
         if not isinstance(item, str):
             shards.append(item)  # an already-open binary file or bytes-like source
         elif "://" in item:
-            shards.append(item)
+            if not is_url_pattern(item):
+                shards.append(item)
+                continue
+            matches = expand_url_pattern(item, storage_options)
+            if not matches:
+                raise FileNotFoundError(f"kdb: no file matches {item!r}")
+            shards.extend(matches)
         elif _GLOB_CHARACTERS & set(item):
             matches = sorted(glob.glob(os.path.expanduser(item), recursive=True))
             if not matches:
@@ -64,8 +76,10 @@ class ShardSet:
     ``first_frames`` (episodes + 1,) numbers frames across every shard.
     """
 
-    def __init__(self, source: Any, *, on_bad_image: str = "raise", need_fps: bool = False) -> None:
-        self.sources = resolve_sources(source)
+    def __init__(self, source: Any, *, on_bad_image: str = "raise", need_fps: bool = False,
+                 storage_options: dict | None = None) -> None:
+        self.sources = resolve_sources(source, storage_options)
+        self.storage_options = storage_options
         self.on_bad_image = on_bad_image
         shards, positions, frames, fps = [], [], [], []
         self.cameras: list[str] = []
@@ -113,7 +127,10 @@ class ShardSet:
         # The package's open, not the reader's: it is the one that learns new kinds of source (URLs).
         from . import open as open_kdb
 
-        return open_kdb(self.sources[shard], on_bad_image=self.on_bad_image)
+        source = self.sources[shard]
+        # storage_options belong to the remote shards of a list that may also hold paths.
+        options = self.storage_options if self.storage_options and is_remote(source) else None
+        return open_kdb(source, on_bad_image=self.on_bad_image, storage_options=options)
 
     def _forget_rows(self) -> None:
         self._images = _EpisodeRows(self.num_episodes, IMAGE_TABLE_BUDGET)

@@ -142,7 +142,9 @@ class FrameDataset(Dataset):
     """Every frame of one or many .kdb shards: state, action, reward, terminal, camera images.
 
     ``source`` is a path, URL, glob, folder or a list of them, numbered as one
-    dataset in the order given (globs sorted). An item is a dict of tensors:
+    dataset in the order given (globs sorted; URL globs such as
+    ``s3://bucket/shards/*.kdb`` are listed through fsspec, with
+    ``storage_options`` also used to open the remote shards). An item is a dict of tensors:
     ``state``, ``action``, ``reward``, ``terminal``, ``image.<camera>`` (C, H, W)
     for each camera in ``cameras`` (default: those of the first frame; ``[]``
     for none), and ``episode`` (position in its shard), ``frame``, ``shard``,
@@ -162,7 +164,8 @@ class FrameDataset(Dataset):
 
     def __init__(self, source: Any, cameras: Sequence[str] | None = None, history: int = 0, horizon: int = 1, *,
                  delta_timestamps: Mapping[str, Sequence[float]] | None = None, tolerance_s: float = TOLERANCE_S,
-                 decode: str = "cpu", image_format: str = "float", on_bad_image: str = "raise") -> None:
+                 decode: str = "cpu", image_format: str = "float", on_bad_image: str = "raise",
+                 storage_options: dict | None = None) -> None:
         if history < 0 or horizon < 1:
             raise ValueError(f"kdb: need history >= 0 and horizon >= 1, got history={history}, horizon={horizon}")
         if delta_timestamps is not None and (history or horizon != 1):
@@ -175,7 +178,8 @@ class FrameDataset(Dataset):
         self.decode = decode
         self.image_format = image_format
         self.tolerance_s = float(tolerance_s)
-        self.shards = ShardSet(source, on_bad_image=on_bad_image, need_fps=delta_timestamps is not None)
+        self.shards = ShardSet(source, on_bad_image=on_bad_image, need_fps=delta_timestamps is not None,
+                               storage_options=storage_options)
         self.cameras = self.shards.cameras if cameras is None else list(cameras)
         self.delta_timestamps = None if delta_timestamps is None else {
             key: [float(value) for value in values] for key, values in delta_timestamps.items()}
@@ -576,14 +580,15 @@ class EpisodeDataset(Dataset):
     """Whole episodes of one or many shards: ``states``, ``actions``, ``rewards``, ``terminals``
     (frames, ...) tensors, ``image.<camera>`` (frames, C, H, W) and the metadata fields.
 
-    Episodes differ in length, so batch them with ``batch_size=1`` or a custom collate.
+    ``source`` and ``storage_options`` are as for :class:`FrameDataset`. Episodes differ in length, so
+    batch them with ``batch_size=1`` or a custom collate.
     """
 
     def __init__(self, source: Any, cameras: Sequence[str] | None = None, *, image_format: str = "float",
-                 on_bad_image: str = "raise") -> None:
+                 on_bad_image: str = "raise", storage_options: dict | None = None) -> None:
         _check_image_format(image_format)
         self.image_format = image_format
-        self.shards = ShardSet(source, on_bad_image=on_bad_image)
+        self.shards = ShardSet(source, on_bad_image=on_bad_image, storage_options=storage_options)
         self.cameras = self.shards.cameras if cameras is None else list(cameras)
 
     def __len__(self) -> int:

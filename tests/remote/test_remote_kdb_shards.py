@@ -1,0 +1,114 @@
+"""kdb datasets and shard listings over URL globs: ``s3://bucket/shards/*.kdb`` and ``memory://...`` are listed
+through fsspec (sorted, protocol kept), a glob matching nothing names the pattern, HTTP globs are refused
+because HTTP cannot be listed, and `arrayio kdb stats` gets URL globs through the same listing."""
+
+from __future__ import annotations
+
+import json
+
+import fsspec
+import numpy as np
+import pytest
+from remote_samples import BUCKET, OBJECT_STORES
+
+import arrayio
+from arrayio import kdb
+from arrayio.kdb._shards import resolve_sources
+
+torch = pytest.importorskip("torch")
+
+from arrayio.kdb.torch import EpisodeDataset, FrameDataset  # noqa: E402 - after the torch skip
+
+SHARD_FRAMES = [(4, 5), (6,), (3, 3, 3)]  # frames per episode of shards 0, 1, 2
+
+
+def _shard_bytes(tmp_path, number: int) -> bytes:
+    """A shard whose states say (shard, episode, frame), so every item shows where it came from."""
+    path = tmp_path / f"local-{number}.kdb"
+    with kdb.Writer(path) as writer:
+        for episode, frames in enumerate(SHARD_FRAMES[number]):
+            marks = np.stack([np.full(frames, number), np.full(frames, episode), np.arange(frames)], 1)
+            writer.add_episode(marks.astype(np.float32), marks[:, :2].astype(np.float32),
+                               images={"front": np.full((frames, 4, 6, 3), number, np.uint8)}, task=f"shard {number}")
+    return path.read_bytes()
+
+
+@pytest.fixture
+def shard_bytes(tmp_path) -> list[bytes]:
+    return [_shard_bytes(tmp_path, number) for number in range(len(SHARD_FRAMES))]
+
+
+def _assert_shards_in_order(dataset: FrameDataset) -> None:
+    """Every frame of shards 0, 1, 2 in that order, each item the one its state names."""
+    expected = [(shard, episode, frame) for shard, episodes in enumerate(SHARD_FRAMES)
+                for episode, frames in enumerate(episodes) for frame in range(frames)]
+    assert len(dataset) == len(expected)
+    for index in (0, 8, 9, 14, len(expected) - 1):
+        item = dataset[index]
+        assert tuple(int(value) for value in item["state"]) == expected[index]
+        assert int(item["shard"]) == expected[index][0]
+        assert int(item["image.front"][0, 0, 0]) == expected[index][0]
+
+
+def test_memory_glob_is_listed_sorted_with_its_protocol(shard_bytes):
+    filesystem = fsspec.filesystem("memory")
+    for number in (2, 0, 1):  # written out of order: the listing sorts
+        filesystem.pipe(f"/arrayio-shards/run/part-{number}.kdb", shard_bytes[number])
+    filesystem.pipe("/arrayio-shards/run/notes.txt", b"not a shard")
+    pattern = "memory://arrayio-shards/run/part-*.kdb"
+    assert resolve_sources(pattern) == [f"memory:///arrayio-shards/run/part-{number}.kdb" for number in range(3)]
+    _assert_shards_in_order(FrameDataset(pattern, image_format="uint8"))
+    episodes = EpisodeDataset(pattern, image_format="uint8")
+    assert len(episodes) == 6 and episodes[5]["task"] == "shard 2"
+    with pytest.raises(FileNotFoundError, match=r"no file matches 'memory://arrayio-shards/run/none-\*\.kdb'"):
+        FrameDataset("memory://arrayio-shards/run/none-*.kdb")
+
+
+@pytest.mark.parametrize("object_store", OBJECT_STORES, indirect=True)
+def test_object_store_glob_with_storage_options(object_store, shard_bytes):
+    for number in (1, 2, 0):
+        object_store.put(f"shards/part-{number}.kdb", shard_bytes[number])
+    object_store.put("shards/part-0.kdb.json", b"{}")  # a neighbour the pattern must not take
+    pattern = f"{object_store.root}/shards/part-*.kdb"
+    options = object_store.options
+    assert resolve_sources(pattern, options) == [f"{object_store.root}/shards/part-{number}.kdb" for number in range(3)]
+    _assert_shards_in_order(FrameDataset(pattern, image_format="uint8", storage_options=options))
+    episodes = EpisodeDataset([pattern], image_format="uint8", storage_options=options)
+    assert [episodes[index]["task"] for index in (0, 2, 5)] == ["shard 0", "shard 1", "shard 2"]
+    with pytest.raises(FileNotFoundError, match=f"no file matches '{object_store.root}/shards/absent-\\*\\.kdb'"):
+        FrameDataset(f"{object_store.root}/shards/absent-*.kdb", storage_options=options)
+
+
+def test_a_list_mixing_local_paths_and_a_remote_glob(s3_put, s3_options, shard_bytes, tmp_path):
+    # storage_options go to the remote shards only: a local path given them would be refused.
+    local = tmp_path / "first.kdb"
+    local.write_bytes(shard_bytes[0])
+    for number in (1, 2):
+        s3_put(f"mixed/part-{number}.kdb", shard_bytes[number])
+    dataset = FrameDataset([str(local), f"s3://{BUCKET}/mixed/part-*.kdb"], image_format="uint8",
+                           storage_options=s3_options)
+    _assert_shards_in_order(dataset)
+
+
+def test_http_globs_are_refused_because_http_cannot_be_listed(http_server, shard_bytes):
+    url = http_server.put("shards/part-0.kdb", shard_bytes[0])
+    with pytest.raises(arrayio.UnsupportedError, match=r"part-\*\.kdb: HTTP\(S\) servers cannot be listed"):
+        FrameDataset(url.replace("part-0", "part-*"))
+    # A plain URL with a query (a signed URL) is one shard, not a pattern.
+    assert resolve_sources(url + "?signature=abc") == [url + "?signature=abc"]
+    assert len(FrameDataset(url, image_format="uint8")) == 9
+
+
+def test_kdb_stats_verb_takes_an_s3_glob(cli, s3_server, s3_put, shard_bytes, monkeypatch):
+    # `arrayio kdb stats` has no --storage-option: the endpoint and keys come from the environment.
+    for number in range(3):
+        s3_put(f"cli-shards/part-{number}.kdb", shard_bytes[number])
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_server.endpoint)
+    result = cli("kdb", "stats", "--json", f"s3://{BUCKET}/cli-shards/part-*.kdb")
+    assert result.returncode == 0, result.stderr.decode()
+    facts = json.loads(result.stdout)
+    assert [entry["path"] for entry in facts["files"]] == [f"s3://{BUCKET}/cli-shards/part-{n}.kdb"
+                                                         for n in range(3)]
+    assert facts["episodes"] == 6 and facts["frames"] == sum(map(sum, SHARD_FRAMES))
+    missing = cli("kdb", "stats", f"s3://{BUCKET}/cli-shards/none-*.kdb")
+    assert missing.returncode == 1 and b"none-*.kdb" in missing.stderr and b"Traceback" not in missing.stderr
