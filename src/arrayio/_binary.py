@@ -23,6 +23,11 @@ import numpy as np
 
 from .errors import ErrorKinds, WriteError
 
+try:  # zlib-ng's SIMD sums (optional, in the ``all`` extra): the same values, several times faster per byte
+    from zlib_ng.zlib_ng import adler32, crc32
+except ImportError:
+    from zlib import adler32, crc32
+
 __all__ = [
     "Record",
     "Source",
@@ -39,6 +44,8 @@ __all__ = [
     "round_up",
     "read_exactly",
     "U64_MAX",
+    "adler32",
+    "crc32",
 ]
 
 PathLike = Union[str, bytes, os.PathLike]
