@@ -1,5 +1,6 @@
 """The shared binary layer: declared records, bounds-checked sources, an
-aligned streaming writer and atomic writes.
+aligned streaming writer and atomic writes (and the adler32/crc32 sums the
+formats verify, zlib-ng's when it is installed).
 
 Every format module builds on these four pieces instead of hand-writing
 ``struct`` offsets, bounds checks, padding loops or temp-file dances.
