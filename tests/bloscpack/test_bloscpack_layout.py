@@ -183,6 +183,16 @@ def test_checksum_table_order_and_known_answers():
         checksum_named("sha3")
 
 
+@pytest.mark.parametrize("length", [0, 1, 15, 5 * 1024 + 3, (1 << 20) + 7])
+def test_zlib_sums_match_the_stdlib_on_every_length(length):
+    # zlib-ng's SIMD adler32/crc32 replace the stdlib's when installed: same values, any length and alignment.
+    data = np.random.default_rng(length).bytes(length + 3)
+    for start in (0, 3):
+        piece = memoryview(data)[start:start + length]
+        assert checksum_named("adler32")(piece) == struct.pack("<I", zlib.adler32(piece))
+        assert checksum_named("crc32")(piece) == struct.pack("<I", zlib.crc32(piece))
+
+
 def test_checksums_match_the_reference(reference):
     from bloscpack.checksums import CHECKSUMS_LOOKUP
 

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import hashlib
 import struct
-import zlib
 from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple
 
-from .._binary import Record
+from .._binary import Record, adler32, crc32
 from ._errors import NoSuchChecksum, NoSuchCodec
 
 FORMAT_NAME = "bloscpack"
@@ -124,8 +123,8 @@ def _hash(name: str) -> Callable[[Any], bytes]:
 
 CHECKSUMS = (
     Checksum(0, "None", 0, lambda data: b""),
-    Checksum(1, "adler32", 4, _zlib_sum(zlib.adler32)),
-    Checksum(2, "crc32", 4, _zlib_sum(zlib.crc32)),
+    Checksum(1, "adler32", 4, _zlib_sum(adler32)),
+    Checksum(2, "crc32", 4, _zlib_sum(crc32)),
     Checksum(3, "md5", 16, _hash("md5")),
     Checksum(4, "sha1", 20, _hash("sha1")),
     Checksum(5, "sha224", 28, _hash("sha224")),
