@@ -306,3 +306,21 @@ def test_mixture_of_different_datasets_merges_in_item_order(shards, decode):
         want = item["image.front"] if decode == "cpu" else decode_batch(
             collate(children[int(sources[row])].__getitems__([int(inner[row])])))["image.front"][0]
         assert torch.equal(images[row], want)
+
+
+def test_batch_arrays_are_reused_only_when_no_tensor_of_their_batch_is_left(shards):
+    dataset = FrameDataset(shards, image_format="uint8")
+    items = list(range(len(dataset)))
+    expected = collate(dataset.__getitems__(items))["image.front"].clone()
+    kept = collate(dataset.__getitems__(items))["image.front"]
+    view = kept[3:5]  # a view keeps its batch's array too
+    del kept
+    other = collate(dataset.__getitems__(items[::-1]))["image.front"]
+    assert view.untyped_storage().data_ptr() != other.untyped_storage().data_ptr()
+    assert torch.equal(view, expected[3:5])  # not overwritten by the later batch
+    assert torch.equal(other, expected.flip(0))
+    address = other.untyped_storage().data_ptr()
+    del other
+    again = collate(dataset.__getitems__(items))["image.front"]
+    assert again.untyped_storage().data_ptr() == address  # let go, so handed out again, warm
+    assert torch.equal(again, expected) and torch.equal(view, expected[3:5])
