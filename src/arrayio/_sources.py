@@ -164,19 +164,43 @@ class _Response(NamedTuple):
 
 # --------------------------------------------------------------------------- transports
 
-class _HTTPTransport:
-    """Ranged GETs through the aiohttp session of an fsspec HTTPFileSystem."""
+class _AsyncTransport:
+    """A transport whose requests run on its async fsspec filesystem's event loop; the first
+    response of a ranged GET tells the object's size."""
 
     size_from_first_response = True
-
-    def __init__(self, fs: Any, url: str) -> None:
-        self.fs = fs
-        self.url = url
+    fs: Any
+    url: str
 
     def get(self, start: int, stop: int) -> _Response:
         from fsspec.asyn import sync
 
         return sync(self.fs.loop, self._get, start, stop)
+
+    async def _get(self, start: int, stop: int) -> _Response:
+        raise NotImplementedError
+
+    async def _object_call(self, call: Any, empty: Any) -> Any:
+        """``await call()`` with the backend's errors named after the URL; ``await empty()`` answers
+        a range that is not satisfiable (an empty object)."""
+        try:
+            return await call()
+        except FileNotFoundError:
+            raise FileNotFoundError(errno.ENOENT, "no such object", self.url) from None
+        except PermissionError:
+            raise
+        except Exception as error:  # noqa: BLE001 - botocore/gcsfs/aiohttp errors become one named error
+            if _range_not_satisfiable(error):
+                return await empty()
+            raise RemoteError(f"{self.url}: cannot read ({type(error).__name__}: {error})") from None
+
+
+class _HTTPTransport(_AsyncTransport):
+    """Ranged GETs through the aiohttp session of an fsspec HTTPFileSystem."""
+
+    def __init__(self, fs: Any, url: str) -> None:
+        self.fs = fs
+        self.url = url
 
     async def _get(self, start: int, stop: int) -> _Response:
         import aiohttp
@@ -216,10 +240,8 @@ def _range_not_satisfiable(error: Exception) -> bool:
             or "not satisfiable" in str(error))
 
 
-class _S3Transport:
+class _S3Transport(_AsyncTransport):
     """Ranged GetObject calls through an s3fs filesystem's client."""
-
-    size_from_first_response = True
 
     def __init__(self, fs: Any, path: str, url: str) -> None:
         self.fs = fs
@@ -227,24 +249,18 @@ class _S3Transport:
         self.bucket, self.key, version = fs.split_path(path)
         self.version = {"VersionId": version} if version else {}
 
-    def get(self, start: int, stop: int) -> _Response:
-        from fsspec.asyn import sync
-
-        return sync(self.fs.loop, self._get, start, stop)
-
     async def _get(self, start: int, stop: int) -> _Response:
-        try:
-            response = await self.fs._call_s3("get_object", Bucket=self.bucket, Key=self.key,
-                                              Range=f"bytes={start}-{stop - 1}", **self.version)
-        except FileNotFoundError:
-            raise FileNotFoundError(errno.ENOENT, "no such object", self.url) from None
-        except PermissionError:
-            raise
-        except Exception as error:  # noqa: BLE001 - botocore/aiohttp errors become one named error
-            if _range_not_satisfiable(error):
-                info = await self.fs._info(f"{self.bucket}/{self.key}", refresh=True)
-                return _Response(b"", int(info["size"]), info.get("ETag"))
-            raise RemoteError(f"{self.url}: cannot read ({type(error).__name__}: {error})") from None
+        async def call() -> Any:
+            return await self.fs._call_s3("get_object", Bucket=self.bucket, Key=self.key,
+                                          Range=f"bytes={start}-{stop - 1}", **self.version)
+
+        async def empty() -> _Response:
+            info = await self.fs._info(f"{self.bucket}/{self.key}", refresh=True)
+            return _Response(b"", int(info["size"]), info.get("ETag"))
+
+        response = await self._object_call(call, empty)
+        if isinstance(response, _Response):
+            return response
         try:
             data = await response["Body"].read()
         finally:
@@ -253,21 +269,14 @@ class _S3Transport:
         return _Response(data, total if total is not None else len(data), response.get("ETag"))
 
 
-class _GCSTransport:
+class _GCSTransport(_AsyncTransport):
     """Ranged media GETs through a gcsfs filesystem's session (its ``info()`` would cost two requests more)."""
-
-    size_from_first_response = True
 
     def __init__(self, fs: Any, path: str, url: str) -> None:
         self.fs = fs
         self.path = path
         self.url = url
         self.zonal: bool | None = None
-
-    def get(self, start: int, stop: int) -> _Response:
-        from fsspec.asyn import sync
-
-        return sync(self.fs.loop, self._get, start, stop)
 
     async def _get(self, start: int, stop: int) -> _Response:
         if self.zonal is None:
@@ -278,18 +287,18 @@ class _GCSTransport:
             info = await self.fs._info(self.path)
             data = await self.fs._cat_file(self.path, start=start, end=stop)
             return _Response(data, int(info["size"]), info.get("generation"))
-        try:
-            reply, data = await self.fs._call("GET", self.fs.url(self.path),
-                                              headers={"Range": f"bytes={start}-{stop - 1}"})
-        except FileNotFoundError:
-            raise FileNotFoundError(errno.ENOENT, "no such object", self.url) from None
-        except PermissionError:
-            raise
-        except Exception as error:  # noqa: BLE001 - gcsfs/aiohttp errors become one named error
-            if _range_not_satisfiable(error):
-                info = await self.fs._info(self.path, refresh=True)
-                return _Response(b"", int(info["size"]), info.get("generation"))
-            raise RemoteError(f"{self.url}: cannot read ({type(error).__name__}: {error})") from None
+
+        async def call() -> Any:
+            return await self.fs._call("GET", self.fs.url(self.path), headers={"Range": f"bytes={start}-{stop - 1}"})
+
+        async def empty() -> _Response:
+            info = await self.fs._info(self.path, refresh=True)
+            return _Response(b"", int(info["size"]), info.get("generation"))
+
+        answer = await self._object_call(call, empty)
+        if isinstance(answer, _Response):
+            return answer
+        reply, data = answer
         total = _total_size(reply.get("Content-Range"))
         # The generation names one version of the object; GCS sends it with every media response.
         version = reply.get("x-goog-generation") or reply.get("ETag")

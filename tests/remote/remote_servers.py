@@ -51,7 +51,33 @@ class Counts:
             return sum(self.requests.values()), sum(self.bytes.values())
 
 
-class RangeServer:
+class LoopbackServer:
+    """A threading HTTP server of one handler class on 127.0.0.1 and a free port, run on a daemon thread."""
+
+    def _serve(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.httpd.daemon_threads = True
+        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05},
+                                       daemon=True)
+
+    @property
+    def url(self) -> str:
+        """http://127.0.0.1:PORT"""
+        host, port = self.httpd.server_address[:2]
+        return f"http://{host}:{port}"
+
+    endpoint = url
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(timeout=10)
+
+
+class RangeServer(LoopbackServer):
     """A small HTTP/1.1 server of in-memory objects: GET with one byte range, HEAD, ETag, 404, 416."""
 
     def __init__(self) -> None:
@@ -119,30 +145,13 @@ class RangeServer:
                 if not head:
                     self.wfile.write(body)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                       daemon=True)
-
-    @property
-    def url(self) -> str:
-        host, port = self.httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        self._serve(Handler)
 
     def put(self, name: str, data: bytes) -> str:
         """Serve ``data`` (bytes, or an mmap for big objects) at /name; returns its URL."""
         self.etags[f"/{name}"] = _etag(data)
         self.objects[f"/{name}"] = data if not isinstance(data, (bytearray, memoryview)) else bytes(data)
         return f"{self.url}/{name}"
-
-    def start(self) -> None:
-        self.thread.start()
-
-    def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join(timeout=10)
-
 
 def _etag(data: bytes) -> str:
     return '"' + hashlib.md5(data).hexdigest() + '"'
@@ -178,7 +187,7 @@ class CountingMotoServer(ThreadedMotoServer):
         return f"http://{host}:{port}"
 
 
-class CountingGcsServer:
+class CountingGcsServer(LoopbackServer):
     """gcp-storage-emulator's in-memory GCS JSON API on 127.0.0.1 and a free port, counting what it serves.
 
     The emulator's own server handles one connection at a time; its request handler is served here by a
@@ -211,15 +220,7 @@ class CountingGcsServer:
                 counts.add(self.path.split("?")[0], self.media_bytes if self.command == "GET" else 0)
                 super().end_headers()
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                       daemon=True)
-
-    @property
-    def endpoint(self) -> str:
-        host, port = self.httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        self._serve(Handler)
 
     def create_bucket(self, name: str) -> None:
         """Create an empty bucket."""
@@ -227,16 +228,7 @@ class CountingGcsServer:
 
         create_bucket(name, self.storage)
 
-    def start(self) -> None:
-        self.thread.start()
-
-    def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join(timeout=10)
-
-
-class CountingRelay:
+class CountingRelay(LoopbackServer):
     """An HTTP/1.1 relay on 127.0.0.1 and a free port to a server in another process, counting as it goes:
     every request, and the body bytes of GET responses, per path, before the response goes back."""
 
@@ -279,24 +271,7 @@ class CountingRelay:
 
             do_GET = do_HEAD = do_PUT = do_POST = do_DELETE = _relay
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                       daemon=True)
-
-    @property
-    def endpoint(self) -> str:
-        host, port = self.httpd.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def start(self) -> None:
-        self.thread.start()
-
-    def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join(timeout=10)
-
+        self._serve(Handler)
 
 # Azurite's fixed development account (public, documented with Azurite; it guards nothing).
 AZURITE_ACCOUNT = "devstoreaccount1"
