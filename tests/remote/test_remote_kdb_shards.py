@@ -99,16 +99,27 @@ def test_http_globs_are_refused_because_http_cannot_be_listed(http_server, shard
     assert len(FrameDataset(url, image_format="uint8")) == 9
 
 
-def test_kdb_stats_verb_takes_an_s3_glob(cli, s3_server, s3_put, shard_bytes, monkeypatch):
-    # `arrayio kdb stats` has no --storage-option: the endpoint and keys come from the environment.
+def test_kdb_stats_and_merge_verbs_take_an_s3_glob(cli, s3_server, s3_put, s3_options, shard_bytes, monkeypatch,
+                                                   tmp_path):
     for number in range(3):
         s3_put(f"cli-shards/part-{number}.kdb", shard_bytes[number])
-    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_server.endpoint)
-    result = cli("kdb", "stats", "--json", f"s3://{BUCKET}/cli-shards/part-*.kdb")
+    options = ["--storage-option", "key=testing", "--storage-option", "secret=testing",
+               "--storage-option", f"client_kwargs.endpoint_url={s3_server.endpoint}",
+               "--storage-option", "client_kwargs.region_name=us-east-1"]
+    pattern = f"s3://{BUCKET}/cli-shards/part-*.kdb"
+    result = cli("kdb", "stats", "--json", pattern, *options)
     assert result.returncode == 0, result.stderr.decode()
     facts = json.loads(result.stdout)
     assert [entry["path"] for entry in facts["files"]] == [f"s3://{BUCKET}/cli-shards/part-{n}.kdb"
                                                          for n in range(3)]
     assert facts["episodes"] == 6 and facts["frames"] == sum(map(sum, SHARD_FRAMES))
-    missing = cli("kdb", "stats", f"s3://{BUCKET}/cli-shards/none-*.kdb")
+    merged = tmp_path / "merged.kdb"
+    result = cli("kdb", "merge", pattern, "-o", str(merged), *options)
+    assert result.returncode == 0, result.stderr.decode()
+    with kdb.open(merged) as f:
+        assert len(f) == 6 and f.num_frames == facts["frames"]
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_server.endpoint)  # or the environment gives the endpoint
+    by_environment = cli("kdb", "stats", "--json", pattern)
+    assert by_environment.returncode == 0 and json.loads(by_environment.stdout)["episodes"] == 6
+    missing = cli("kdb", "stats", f"s3://{BUCKET}/cli-shards/none-*.kdb", *options)
     assert missing.returncode == 1 and b"none-*.kdb" in missing.stderr and b"Traceback" not in missing.stderr

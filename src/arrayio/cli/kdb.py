@@ -6,7 +6,7 @@ import click
 
 from ..kdb import convert, lerobot, tools
 from ..kdb import open as open_file
-from ._common import emit_json, progress
+from ._common import emit_json, progress, storage_option, storage_options_of
 
 COMPRESS_CHOICES = click.Choice(["jpeg", "png", "none"])
 
@@ -80,10 +80,12 @@ def export_lerobot(source: str, target: str, images: bool, codec: str, crf: int 
 @click.argument("sources", nargs=-1, required=True)
 @click.option("-o", "--output", "target", required=True, type=click.Path(dir_okay=False), help="The merged file.")
 @click.option("--keep-ids", is_flag=True, help="Keep the episode ids (they must be unique across the inputs).")
-def merge(sources: tuple[str, ...], target: str, keep_ids: bool) -> None:
-    """Concatenate the episodes of SOURCES (files or globs) into one file, image bytes copied as they are."""
+@storage_option
+def merge(sources: tuple[str, ...], target: str, keep_ids: bool, storage_options: tuple[str, ...]) -> None:
+    """Concatenate the episodes of SOURCES (files, URLs or globs) into one file, image bytes copied as they are."""
     with progress("episodes") as bar:
-        count = tools.merge(sources, target, keep_ids=keep_ids, progress=bar.update)
+        count = tools.merge(sources, target, keep_ids=keep_ids, progress=bar.update,
+                            storage_options=storage_options_of(storage_options) or None)
     click.echo(f"{len(sources)} input(s) -> {target}: {count} episodes")
 
 
@@ -116,10 +118,11 @@ def filter_(source: str, target: str, task: str | None, embodiment: str | None, 
 @kdb.command("stats")
 @click.argument("sources", nargs=-1, required=True)
 @click.option("--json", "as_json", is_flag=True, help="Print the statistics as JSON.")
-def stats(sources: tuple[str, ...], as_json: bool) -> None:
-    """Episodes, frames, tasks with success rates, cameras and bytes per part of SOURCES (files or globs)."""
+@storage_option
+def stats(sources: tuple[str, ...], as_json: bool, storage_options: tuple[str, ...]) -> None:
+    """Episodes, frames, tasks with success rates, cameras and bytes per part of SOURCES (files, URLs or globs)."""
     with progress("episodes") as bar:
-        facts = tools.stats(sources, progress=bar.update)
+        facts = tools.stats(sources, progress=bar.update, storage_options=storage_options_of(storage_options) or None)
     if as_json:
         emit_json(facts)
     else:

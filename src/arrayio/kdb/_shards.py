@@ -69,6 +69,15 @@ def resolve_sources(source: Any, storage_options: dict | None = None) -> list[An
     return shards
 
 
+def open_shard(source: Any, storage_options: dict | None = None, *, on_bad_image: str = "raise") -> KdbFile:
+    """Open one shard of a list: ``storage_options`` go to remote shards only (a list may mix paths and URLs)."""
+    # The package's open, not the reader's: it is the one that learns new kinds of source (URLs).
+    from . import open as open_kdb
+
+    options = storage_options if storage_options and is_remote(source) else None
+    return open_kdb(source, on_bad_image=on_bad_image, storage_options=options)
+
+
 class ShardSet:
     """Episodes and frames of several .kdb files numbered as one, opened per process on first use.
 
@@ -124,13 +133,7 @@ class ShardSet:
         return kdb
 
     def _open(self, shard: int) -> KdbFile:
-        # The package's open, not the reader's: it is the one that learns new kinds of source (URLs).
-        from . import open as open_kdb
-
-        source = self.sources[shard]
-        # storage_options belong to the remote shards of a list that may also hold paths.
-        options = self.storage_options if self.storage_options and is_remote(source) else None
-        return open_kdb(source, on_bad_image=self.on_bad_image, storage_options=options)
+        return open_shard(self.sources[shard], self.storage_options, on_bad_image=self.on_bad_image)
 
     def _forget_rows(self) -> None:
         self._images = _EpisodeRows(self.num_episodes, IMAGE_TABLE_BUDGET)

@@ -27,7 +27,7 @@ from ._codec import EpisodeMeta
 from ._images import JPEG_MAGIC, EncodedImage
 from ._reader import KdbFile, open_file
 from ._records import HEADER_SIZE, INDEX_ENTRY
-from ._shards import resolve_sources
+from ._shards import open_shard, resolve_sources
 from ._writer import Writer
 
 Progress = Callable[[int, int], None]
@@ -68,15 +68,17 @@ def copy_episode(writer: Writer, kdb: KdbFile, position: int, *, episode_id: int
     writer.end_episode()
 
 
-def merge(sources: Sequence[Any], target: Any, *, keep_ids: bool = False, progress: Progress = _no_progress) -> int:
-    """Concatenate the episodes of ``sources`` (paths or globs) into ``target``; returns the episode count.
+def merge(sources: Sequence[Any], target: Any, *, keep_ids: bool = False, progress: Progress = _no_progress,
+          storage_options: dict | None = None) -> int:
+    """Concatenate the episodes of ``sources`` (paths, URLs or globs) into ``target``; returns the episode count.
 
     Episode ids are renumbered 0, 1, ... unless ``keep_ids``, which needs them unique across the inputs.
+    ``storage_options`` go to the remote sources (their listing and reading).
     """
-    paths = resolve_sources(list(sources))
+    paths = resolve_sources(list(sources), storage_options)
     total, owners = 0, dict[int, str]()
     for path in paths:
-        with open_file(path) as kdb:
+        with open_shard(path, storage_options) as kdb:
             total += len(kdb)
             if keep_ids:
                 for episode_id in kdb.index["episode_id"].tolist():
@@ -87,7 +89,7 @@ def merge(sources: Sequence[Any], target: Any, *, keep_ids: bool = False, progre
     done = 0
     with Writer(target) as writer:
         for path in paths:
-            with open_file(path) as kdb:
+            with open_shard(path, storage_options) as kdb:
                 for position in range(len(kdb)):
                     episode_id = int(kdb.index["episode_id"][position]) if keep_ids else None
                     copy_episode(writer, kdb, position, episode_id=episode_id)
@@ -199,9 +201,9 @@ def _evaluate(node: ast.AST, fields: dict[str, Any]) -> Any:
     return tuple(_evaluate(element, fields) for element in node.elts)
 
 
-def stats(sources: Sequence[Any], *, progress: Progress = _no_progress) -> dict:
+def stats(sources: Sequence[Any], *, progress: Progress = _no_progress, storage_options: dict | None = None) -> dict:
     """Episodes, frames, per-task counts and success rates, cameras and image sizes, bytes per part."""
-    paths = resolve_sources(list(sources))
+    paths = resolve_sources(list(sources), storage_options)
     tasks: dict[str, dict[str, Any]] = {}
     cameras: dict[str, dict[str, Any]] = {}
     files, dims, fps, embodiments = [], set(), set(), dict[str, int]()
@@ -209,11 +211,11 @@ def stats(sources: Sequence[Any], *, progress: Progress = _no_progress) -> dict:
     counts = {"success": 0, "failure": 0, "unknown": 0}
     total = 0
     for path in paths:
-        with open_file(path) as kdb:
+        with open_shard(path, storage_options) as kdb:
             total += len(kdb)
     done = 0
     for path in paths:
-        with open_file(path) as kdb:
+        with open_shard(path, storage_options) as kdb:
             index = kdb.index
             parts = {"header": HEADER_SIZE, "meta": int(index["meta_length"].sum()),
                      "state_action": int(index["actions_length"].sum()),
