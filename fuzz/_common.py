@@ -191,3 +191,21 @@ def main(format: str) -> None:
 
     atheris.Setup(sys.argv, one_input)
     atheris.Fuzz()
+
+
+def read_mapped(path: str, data: bytes, format_name: str, open_mapped: Callable[[str], object],
+                read: Callable[[object], None]) -> bool:
+    """What every harness does first: detect the bytes, validate the file (a list of Problems), then
+    ``read`` the mapped open (through the registry when it detects the format) and ``arrayio.info``.
+    False when that open raised a FormatError: info, entries and cat begin with the same open."""
+    import arrayio
+
+    arrayio.detect(data)
+    problems = arrayio.validate(path)
+    assert isinstance(problems, list) and all(isinstance(problem, arrayio.Problem) for problem in problems), problems
+    try:
+        read(arrayio.open(path) if arrayio.detect(path) == format_name else open_mapped(path))
+    except arrayio.FormatError:
+        return False
+    arrayio.info(path)
+    return True

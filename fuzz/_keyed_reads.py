@@ -6,6 +6,8 @@ import io
 import os
 from types import ModuleType
 
+from _common import read_mapped
+
 
 def read_store(store) -> None:
     """Touch every key's array (and its info), then close the store."""
@@ -19,15 +21,7 @@ def read_store(store) -> None:
 def read_keyed(arrayio: ModuleType, module: ModuleType, path: str, data: bytes) -> None:
     """detect, validate, the mapped load, then (when that loads) info, entries and cat; then the other
     load modes (read_all, bytes, file object, concatenated stores, a raw fd), reading every key each time."""
-    arrayio.detect(data)
-    problems = arrayio.validate(path)
-    assert isinstance(problems, list) and all(isinstance(problem, arrayio.Problem) for problem in problems), problems
-    try:
-        read_store(arrayio.open(path) if arrayio.detect(path) == module.FORMAT_NAME else module.open(path))
-    except arrayio.FormatError:
-        pass  # info, entries and cat begin with this same mapped load and stop where it stopped
-    else:
-        arrayio.info(path)
+    if read_mapped(path, data, module.FORMAT_NAME, module.open, read_store):
         rows = module.entries(path)
         for row in rows[:1]:
             for _ in module.cat(path, row["name"]):

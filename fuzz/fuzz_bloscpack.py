@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import io
 
-import arrayio
+from _common import read_mapped
+
 from arrayio import bloscpack
 
 FORMAT = "bloscpack"
@@ -29,15 +30,7 @@ def _read(reader: bloscpack.BloscpackFile) -> None:
 
 def exercise(path: str, data: bytes) -> None:
     """Every public read path of bloscpack over one input."""
-    arrayio.detect(data)
-    problems = arrayio.validate(path)
-    assert isinstance(problems, list) and all(isinstance(problem, arrayio.Problem) for problem in problems), problems
-    try:
-        _read(arrayio.open(path) if arrayio.detect(path) == FORMAT else bloscpack.open(path))
-    except arrayio.FormatError:
-        pass  # info, entries, cat and unpack_*_from_file begin with this same mapped open
-    else:
-        arrayio.info(path)
+    if read_mapped(path, data, FORMAT, bloscpack.open, _read):  # unpack_*_from_file begin with that open too
         rows = bloscpack.entries(path)
         for name in ("metadata", *(row["name"] for row in rows[:1])):
             for _ in bloscpack.cat(path, name):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import io
 import warnings
 
-import arrayio
+from _common import read_mapped
+
 from arrayio import kdb
 
 FORMAT = "kdb"
@@ -36,15 +37,7 @@ def _read(file: kdb.KdbFile) -> None:
 
 def exercise(path: str, data: bytes) -> None:
     """Every public read path of kdb over one input."""
-    arrayio.detect(data)
-    problems = arrayio.validate(path)
-    assert isinstance(problems, list) and all(isinstance(problem, arrayio.Problem) for problem in problems), problems
-    try:
-        _read(arrayio.open(path) if arrayio.detect(path) == FORMAT else kdb.open(path))
-    except arrayio.FormatError:
-        pass  # info, entries and cat begin with this same mapped open
-    else:
-        arrayio.info(path)
+    if read_mapped(path, data, FORMAT, kdb.open, _read):
         rows = kdb.entries(path)
         for row in rows[:1]:
             for _ in kdb.cat(path, row["name"]):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import math
 
+from _common import read_mapped
+
 import arrayio
 from arrayio import pycauset
 
@@ -39,16 +41,8 @@ def _read(container: pycauset.Container, path: str | None) -> None:
 
 def exercise(path: str, data: bytes) -> None:
     """Every public read path of the pycauset container over one input."""
-    arrayio.detect(data)
-    problems = arrayio.validate(path)
-    assert isinstance(problems, list) and all(isinstance(problem, arrayio.Problem) for problem in problems), problems
     pycauset.summarize_container(path)
-    try:
-        _read(arrayio.open(path) if arrayio.detect(path) == FORMAT else pycauset.load(path), path)
-    except arrayio.FormatError:
-        pass  # info, entries and cat begin with this same mapped load
-    else:
-        arrayio.info(path)
+    if read_mapped(path, data, FORMAT, pycauset.load, lambda container: _read(container, path)):
         keys = [row["name"] for row in pycauset.entries(path) if row["name"].startswith("metadata.")]
         for name in ["metadata", *keys[:1]]:  # the whole tree, and one key's lookup
             for _ in pycauset.cat(path, name):
