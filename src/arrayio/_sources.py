@@ -15,6 +15,7 @@ the object's size, so opening needs no HEAD. Other fsspec backends cost one
 
 from __future__ import annotations
 
+import abc
 import bisect
 import contextlib
 import errno
@@ -164,7 +165,7 @@ class _Response(NamedTuple):
 
 # --------------------------------------------------------------------------- transports
 
-class _AsyncTransport:
+class _AsyncTransport(abc.ABC):
     """A transport whose requests run on its async fsspec filesystem's event loop; the first
     response of a ranged GET tells the object's size."""
 
@@ -177,8 +178,9 @@ class _AsyncTransport:
 
         return sync(self.fs.loop, self._get, start, stop)
 
+    @abc.abstractmethod
     async def _get(self, start: int, stop: int) -> _Response:
-        raise NotImplementedError
+        """Bytes ``start..stop`` of the object, with its size and version when the reply gives them."""
 
     async def _object_call(self, call: Any, empty: Any) -> Any:
         """``await call()`` with the backend's errors named after the URL; ``await empty()`` answers

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -118,6 +119,18 @@ def decode(data: memoryview, width: int, height: int, channels: int) -> np.ndarr
     except Exception as error:  # Pillow raises many types (OSError, SyntaxError, DecompressionBombError...)
         raise ValueError(f"{type(error).__name__}: {error}") from None
     return pixels.reshape(pixels.shape[0], pixels.shape[1], -1)
+
+
+def decode_jpeg_into(data: Any, out: np.ndarray) -> bool:
+    """Decode JPEG ``data`` straight into ``out`` (H, W, 1 or 3) with simplejpeg. False when that cannot
+    be done (no simplejpeg, not a JPEG, another size, a damaged file): :func:`decode` then says why."""
+    if simplejpeg is None or out.shape[2] not in (1, 3):
+        return False
+    try:
+        return simplejpeg.decode_jpeg(data, colorspace="GRAY" if out.shape[2] == 1 else "RGB",
+                                      buffer=out).shape == out.shape
+    except Exception:  # noqa: BLE001 - simplejpeg reports libjpeg failures as several types; decode() names them
+        return False
 
 
 def _check_size(found_width: int, found_height: int, width: int, height: int, channels: int, stored: int) -> None:

@@ -450,23 +450,18 @@ class _ImageGather:
                              f"{shape} in one batch; a batch needs one image size per camera")
         batch = _batch_tensor((self.size * self.window, *shape), torch.uint8)
         pixels = batch.numpy()
-        fast = _images.simplejpeg is not None and shape[2] in (1, 3)
-        colorspace = "GRAY" if shape[2] == 1 else "RGB"
         owners = self.source.reshape(-1)[places].tolist()
         files = {owner: sources.file(owner).source for owner in set(owners)}
         buffers = {owner: source.buffer for owner, source in files.items()}
         for place, offset, length, fmt, owner in zip(places.tolist(), chosen["offset"].tolist(),
                                                      chosen["length"].tolist(), formats.tolist(), owners):
             target = pixels[place]
-            if fast and fmt:  # JPEG by simplejpeg straight into the batch; anything else by the reader below
+            if fmt:  # JPEG straight into the batch; anything else (and any failure) by the reader below
                 buffer = buffers[owner]
                 data = (buffer[offset:offset + length] if buffer is not None
                         else files[owner].view(offset, length, "image"))
-                try:
-                    if _images.simplejpeg.decode_jpeg(data, colorspace=colorspace, buffer=target).shape == shape:
-                        continue
-                except Exception:  # noqa: BLE001, S110 - the reader below reports the precise error
-                    pass
+                if _images.decode_jpeg_into(data, target):
+                    continue
             record = records[place]
             kdb = sources.file(owner)
             image = ImageRecord(self.camera, int(record["width"]), int(record["height"]), int(record["channels"]),
@@ -550,8 +545,6 @@ def _decode_cpu(key: str, data: torch.Tensor, offsets: torch.Tensor, sizes: np.n
     flat, starts = data.numpy(), offsets.tolist()
     decoded_channels = channels if channels in (1, 3, 4) else 3
     pixels = np.empty((len(sizes), height, width, decoded_channels), np.uint8)
-    fast = _images.simplejpeg is not None and decoded_channels in (1, 3)
-    colorspace = "GRAY" if decoded_channels == 1 else "RGB"
     for slot, (start, end) in enumerate(itertools.pairwise(starts)):
         piece = flat[start:end]
         if sizes[slot, 3] == 0:  # a raw record: the pixels themselves
@@ -560,13 +553,8 @@ def _decode_cpu(key: str, data: torch.Tensor, offsets: torch.Tensor, sizes: np.n
                                  f"{height}x{width}x{channels}")
             pixels[slot] = piece.reshape(height, width, channels)
             continue
-        if fast and piece[:3].tobytes() == JPEG_MAGIC:
-            try:
-                if _images.simplejpeg.decode_jpeg(piece, colorspace=colorspace, buffer=pixels[slot]).shape == \
-                        pixels.shape[1:]:
-                    continue
-            except Exception:  # noqa: BLE001, S110 - the general decoder below reports the precise error
-                pass
+        if _images.decode_jpeg_into(piece, pixels[slot]):
+            continue
         try:
             pixels[slot] = _images.decode(piece.data, width, height, channels)
         except ValueError as error:
