@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import collections
-import collections.abc
-
 import pytest
+import references
 
 
 @pytest.fixture(scope="session")
 def reference():
     """bloscpack 0.16.0, importable on Python >= 3.10 once collections.MutableMapping exists again."""
-    if not hasattr(collections, "MutableMapping"):
-        collections.MutableMapping = collections.abc.MutableMapping
-    return pytest.importorskip("bloscpack")
+    return references.bloscpack(pytest.importorskip)
 
 
 @pytest.fixture(scope="session")

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
-import warnings
-
 import numpy as np
 import pytest
+import references
 from ecosystem_cases import KEYED
 
 import arrayio.bloscpack as blp
@@ -44,22 +41,22 @@ def blp_array(shape=(1000, 7), dtype="<f8", order="C"):
     return np.asfortranarray(array) if order == "F" else array
 
 
+def _packed(path, rows: int, chunk_size: int):
+    array = blp_array((rows, 7))
+    blp.pack_ndarray_to_file(array, path, chunk_size=chunk_size)
+    return path, array
+
+
 @pytest.fixture
 def blp_file(tmp_path):
     """Chunks of 5600 bytes = 100 rows of 7 float64, aligned with rows; 1003 rows leave a short last chunk."""
-    array = blp_array((1003, 7))
-    path = tmp_path / "aligned.blp"
-    blp.pack_ndarray_to_file(array, path, chunk_size=5600)
-    return path, array
+    return _packed(tmp_path / "aligned.blp", 1003, 5600)
 
 
 @pytest.fixture
 def blp_unaligned(tmp_path):
     """Chunks of 1000 bytes: not a multiple of the 56-byte rows, so chunks straddle rows."""
-    array = blp_array((997, 7))
-    path = tmp_path / "unaligned.blp"
-    blp.pack_ndarray_to_file(array, path, chunk_size=1000)
-    return path, array
+    return _packed(tmp_path / "unaligned.blp", 997, 1000)
 
 
 @pytest.fixture
@@ -88,14 +85,4 @@ def pycauset_file(tmp_path):
 @pytest.fixture(scope="session")
 def reference_pycauset():
     """The pycauset 0.6.1 package, imported from a scratch folder (it makes ./.pycauset/)."""
-    folder = tempfile.mkdtemp(prefix="pycauset-backing-")
-    previous = os.getcwd()
-    os.chdir(folder)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            module = pytest.importorskip("pycauset")
-        module.set_backing_dir(folder)
-    finally:
-        os.chdir(previous)
-    return module
+    return references.pycauset(importer=pytest.importorskip)

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import collections
-import collections.abc
-import os
-import tempfile
 import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
+import references
 
 from arrayio._registry import FORMATS, module_for
 
@@ -31,24 +28,15 @@ def reference_files(tmp_path_factory) -> dict[str, Path]:
     files["kastore"] = folder / "reference.kas"
     kastore.dump({"a": np.arange(7, dtype=np.int16), "bb": np.linspace(0, 1, 5), "c": np.zeros(0, np.uint8)},
                  str(files["kastore"]))
-    if not hasattr(collections, "MutableMapping"):  # bloscpack 0.16.0 predates Python 3.10
-        collections.MutableMapping = collections.abc.MutableMapping
-    bloscpack = pytest.importorskip("bloscpack")
+    bloscpack = references.bloscpack(pytest.importorskip)
     files["bloscpack"] = folder / "reference.blp"
     bloscpack.pack_ndarray_to_file(np.arange(300_000, dtype=np.float64), str(files["bloscpack"]),
                                    chunk_size="256K")
-    previous = os.getcwd()
-    backing = tempfile.mkdtemp(prefix="pycauset-backing-")
-    os.chdir(backing)  # importing pycauset creates ./.pycauset/
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            pycauset = pytest.importorskip("pycauset")
-            pycauset.set_backing_dir(backing)
-            files["pycauset"] = folder / "reference.pycauset"
-            pycauset.save(pycauset.matrix(np.arange(12.0).reshape(3, 4)), str(files["pycauset"]))
-    finally:
-        os.chdir(previous)
+    pycauset = references.pycauset(importer=pytest.importorskip)
+    files["pycauset"] = folder / "reference.pycauset"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pycauset.save(pycauset.matrix(np.arange(12.0).reshape(3, 4)), str(files["pycauset"]))
     msprime = pytest.importorskip("msprime")
     files["tskit"] = folder / "sim.trees"
     msprime.sim_ancestry(samples=10, sequence_length=10_000, recombination_rate=1e-8, population_size=1000,

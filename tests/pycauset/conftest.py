@@ -6,28 +6,17 @@ imported from a temporary folder and pointed at one.
 
 from __future__ import annotations
 
-import os
-import tempfile
 import warnings
 
 import numpy as np
 import pytest
+import references
 
 
 @pytest.fixture(scope="session")
 def reference():
     """The pycauset 0.6.1 package (skips when it is not installed)."""
-    folder = tempfile.mkdtemp(prefix="pycauset-backing-")
-    previous = os.getcwd()
-    os.chdir(folder)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            module = pytest.importorskip("pycauset")
-        module.set_backing_dir(folder)
-    finally:
-        os.chdir(previous)
-    return module
+    return references.pycauset(importer=pytest.importorskip)
 
 
 @pytest.fixture(scope="session")

@@ -3,15 +3,13 @@ read with a local one (shared by the remote tests and the benchmark)."""
 
 from __future__ import annotations
 
-import collections
-import collections.abc
-import os
 import warnings
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+import references
 
 BUCKET = "arrayio-test"
 # The object stores every remote test runs against, each through its fsspec backend and a loopback server.
@@ -41,25 +39,6 @@ def _kdb_episodes() -> list[dict[str, Any]]:
              "task": f"task {index}"} for index in range(12)]
 
 
-def _bloscpack_reference():
-    if not hasattr(collections, "MutableMapping"):
-        collections.MutableMapping = collections.abc.MutableMapping  # bloscpack 0.16 on Python >= 3.10
-    return pytest.importorskip("bloscpack")
-
-
-def _pycauset_reference(folder: str):
-    previous = os.getcwd()
-    os.chdir(folder)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            module = pytest.importorskip("pycauset")
-        module.set_backing_dir(folder)
-    finally:
-        os.chdir(previous)
-    return module
-
-
 def write_sample(kind: str, folder: Path) -> Path:
     """Write one sample file: ``kind`` is "<format>/<writer>" with writer "ours" or "reference"."""
     from arrayio import bloscpack, kast, kastore, kdb, pycauset
@@ -75,7 +54,7 @@ def write_sample(kind: str, folder: Path) -> Path:
     elif kind == "bloscpack/ours":
         bloscpack.pack_ndarray_to_file(_bloscpack_array(), path, chunk_size=128 << 10)
     elif kind == "bloscpack/reference":
-        _bloscpack_reference().pack_ndarray_to_file(_bloscpack_array(), str(path), chunk_size=128 << 10)
+        references.bloscpack(pytest.importorskip).pack_ndarray_to_file(_bloscpack_array(), str(path), chunk_size=128 << 10)
     elif kind == "kdb/ours":
         with kdb.Writer(path, created_timestamp=0) as out:
             for episode in _kdb_episodes():
@@ -84,7 +63,7 @@ def write_sample(kind: str, folder: Path) -> Path:
     elif kind == "pycauset/ours":
         pycauset.save(_matrix(), path)
     elif kind == "pycauset/reference":
-        reference = _pycauset_reference(str(folder))
+        reference = references.pycauset(str(folder), pytest.importorskip)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             reference.save(reference.matrix(_matrix()), str(path))
