@@ -452,24 +452,10 @@ def _packed_rows(layout: Any, payload: Callable[[int, int], np.ndarray], low: in
         stride = dense_bit_stride(cols)
         packed = payload(low * stride, count * stride).reshape(count, stride)[:, :-(-cols // 8)]
         return np.unpackbits(packed, axis=1, bitorder="little")[:, :cols].astype(bool)
-    lengths, starts = _row_offsets(rows, layout.data_type, layout.diagonal)
+    _, starts = _row_offsets(rows, layout.data_type, layout.diagonal)
     begin = int(starts[low])
     end = int(starts[high]) if high < rows else layout.nbytes()
-    data = payload(begin, end - begin)
-    block = np.zeros((count, rows), dtype=layout.dtype)
-    first = 0 if layout.diagonal else 1
-    bit = layout.data_type == "BIT"
-    width = layout.dtype.itemsize
-    for row in range(low, high):
-        length, start = int(lengths[row]), int(starts[row]) - begin
-        if not length:
-            continue
-        if bit:
-            values = np.unpackbits(data[start:start + -(-length // 8)], bitorder="little")[:length]
-        else:
-            values = data[start:start + length * width].view(layout.dtype)
-        block[row - low, row + first:] = values
-    return block
+    return layout.triangle_rows(payload(begin, end - begin), low, high)
 
 
 def _kdb_tree(kdb: Any) -> VirtualGroup:

@@ -202,21 +202,28 @@ class Layout:
             return np.unpackbits(rows, axis=1, bitorder="little")[:, :self.cols].astype(bool)
         return self._unpack_triangle(payload)
 
-    def _unpack_triangle(self, payload: np.ndarray) -> np.ndarray:
-        n = self.rows
-        lengths, starts = _row_offsets(n, self.data_type, self.diagonal)
-        out = np.zeros((n, n), dtype=self.dtype)
+    def triangle_rows(self, data: np.ndarray, low: int, high: int) -> np.ndarray:
+        """Rows ``low..high`` of a stored triangle as a (high - low, n) block, zero where nothing is stored;
+        ``data`` holds the payload's bytes from the start of row ``low`` on."""
+        lengths, starts = _row_offsets(self.rows, self.data_type, self.diagonal)
+        begin = int(starts[low]) if low < self.rows else 0
+        block = np.zeros((high - low, self.rows), dtype=self.dtype)
         first = 0 if self.diagonal else 1
         bit = self.data_type == "BIT"
         width = self.dtype.itemsize
-        for row, (length, start) in enumerate(zip(lengths.tolist(), starts.tolist())):
+        for row, length, start in zip(range(low, high), lengths[low:high].tolist(), starts[low:high].tolist()):
             if not length:
                 continue
+            start -= begin
             if bit:
-                values = np.unpackbits(payload[start:start + -(-length // 8)], bitorder="little")[:length]
+                values = np.unpackbits(data[start:start + -(-length // 8)], bitorder="little")[:length]
             else:
-                values = payload[start:start + length * width].view(self.dtype)
-            out[row, row + first:] = values
+                values = data[start:start + length * width].view(self.dtype)
+            block[row - low, row + first:] = values
+        return block
+
+    def _unpack_triangle(self, payload: np.ndarray) -> np.ndarray:
+        out = self.triangle_rows(payload, 0, self.rows)
         if self.matrix_type == "SYMMETRIC":
             out += np.triu(out, 1).T
         elif self.matrix_type == "ANTISYMMETRIC":
