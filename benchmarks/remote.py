@@ -20,8 +20,6 @@ of the in-memory run. One run of each (after one warm-up of the cluster and the 
 from __future__ import annotations
 
 import argparse
-import collections
-import collections.abc
 import mmap
 import os
 import shutil
@@ -38,10 +36,11 @@ sys.path.insert(0, str(HERE))  # for _rows, also in dask's spawned workers, whos
 import _rows  # noqa: E402
 
 # This folder holds kastore.py, bloscpack.py ... benchmarks that would shadow the reference packages.
-sys.path[:] = [str(HERE.parent / "src"), str(HERE.parent / "tests" / "remote")] + [
+sys.path[:] = [str(HERE.parent / "src"), str(HERE.parent / "tests" / "remote"), str(HERE.parent / "tests")] + [
     entry for entry in sys.path if Path(entry or ".").resolve() != HERE]
 
 import fsspec
+import references
 from remote_servers import RangeServer
 
 from arrayio import bloscpack, kastore, kdb, pycauset
@@ -142,14 +141,6 @@ def case_kastore(url: str, measure: Measure) -> dict:
                 "ref_seconds": ref_elapsed, "limit_seconds": _limit(url, offset, array.nbytes)}
 
 
-def _bloscpack_reference():
-    if not hasattr(collections, "MutableMapping"):
-        collections.MutableMapping = collections.abc.MutableMapping
-    import bloscpack as reference
-
-    return reference
-
-
 def case_bloscpack(url: str, measure: Measure) -> dict:
     with bloscpack.open(url) as reader:
         chunk = reader.nchunks * 3 // 8
@@ -164,7 +155,7 @@ def case_bloscpack(url: str, measure: Measure) -> dict:
 
     def reference():
         with fsspec.open(url, "rb") as handle:
-            whole = _bloscpack_reference().unpack_ndarray_from_bytes(handle.read())
+            whole = references.bloscpack().unpack_ndarray_from_bytes(handle.read())
         return whole[chunk * rows:(chunk + 1) * rows]
     expected, ref_requests, ref_sent, ref_elapsed = measure(reference)
     assert np.array_equal(block, expected)
@@ -240,18 +231,13 @@ def case_pycauset(url: str, measure: Measure, folder: Path) -> dict:
     def reference():
         local = folder / "downloaded.pycauset"
         fsspec.open(url, "rb").fs.get_file(fsspec.core.url_to_fs(url)[1], str(local))
-        previous = os.getcwd()
-        os.chdir(folder)
+        reference_pycauset = references.pycauset(str(folder))
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                import pycauset as reference_pycauset
-
-                reference_pycauset.set_backing_dir(str(folder))
                 matrix = reference_pycauset.load(str(local))
                 rows = np.asarray(reference_pycauset.to_numpy(matrix, allow_huge=True))[first:first + len(block)]
         finally:
-            os.chdir(previous)
             local.unlink()
         return rows
     expected, ref_requests, ref_sent, ref_elapsed = measure(reference)
