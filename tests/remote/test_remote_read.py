@@ -209,3 +209,16 @@ def test_one_kdb_frame_costs_at_most_its_episode(served, backend):
         requests, sent = counts.total()
         assert requests <= 3
         assert sent <= entry.actions_length + entry.images_length + SLACK
+
+
+def test_bloscpack_slots_kept_for_appending_are_not_fetched_at_open(http_server, tmp_path):
+    # 1,000 chunks keep 10,000 spare offset slots (80 KB): more than the open's read-ahead.
+    values = np.random.default_rng(0).integers(0, 9, 1000 * 512).astype("<f8")
+    bloscpack.pack_ndarray_to_file(values, tmp_path / "many.blp", chunk_size=4096)
+    url = http_server.put("many-chunks.blp", (tmp_path / "many.blp").read_bytes())
+    http_server.counts.reset()
+    with bloscpack.open(url) as reader:
+        np.testing.assert_array_equal(reader[500 * 512:501 * 512], values[500 * 512:501 * 512])
+        requests, sent = http_server.counts.total()
+        assert requests <= 3 and sent <= 1.01 * 4096 + (64 << 10)
+        assert reader.offsets_count == 11_000 and len(reader.offsets) == 11_000  # read when asked for

@@ -33,11 +33,11 @@ def _parse(found: Collector) -> None:
                   "metadata room to grow")
         found.add(data + header.max_meta_size, metadata.checksum.size, "checksum",
                   f"metadata {metadata.checksum.name}")
-    if reader.offsets is not None:
+    if reader.chunk_offsets is not None:
         used = reader.nchunks * OFFSET_SIZE
         found.add(reader.offsets_offset, used, "table", f"offsets ({reader.nchunks})")
-        found.add(reader.offsets_offset + used, len(reader.offsets) * OFFSET_SIZE - used, "reserved",
-                  f"{len(reader.offsets) - reader.nchunks} offset slots for appending")
+        found.add(reader.offsets_offset + used, reader.offsets_count * OFFSET_SIZE - used, "reserved",
+                  f"{reader.offsets_count - reader.nchunks} offset slots for appending")
     digest = reader.checksum.size
     end = reader.data_offset
     for index in range(reader.nchunks):

@@ -223,7 +223,9 @@ class BloscpackFile(ReaderBase):
             self.metadata_section = _read_metadata(source, position)
             position += self.metadata_section.length
         self.offsets_offset = position
-        self.offsets: np.ndarray | None = None
+        self.offsets_count = 0  # entries of the offsets table, the slots kept for appending included
+        self.chunk_offsets: np.ndarray | None = None  # its first nchunks entries
+        self._offsets_table: np.ndarray | None = None
         self.nchunks = self.nchunks_claimed
         if self.header.options & OPTION_OFFSETS:
             position = self._read_offsets(position)
@@ -290,8 +292,22 @@ class BloscpackFile(ReaderBase):
             count = self.nchunks
         else:
             count = self.nchunks + self.header.max_app_chunks
-        self.offsets = self.source.array(position, count, OFFSET_DTYPE, f"offsets table ({count} entries)")
+        # The slots kept for appending are read only when asked for (a remote open would fetch them all).
+        what = f"offsets table ({count} entries)"
+        self.source.check(position, count * OFFSET_SIZE, what)
+        self.offsets_count = count
+        self.chunk_offsets = self.source.array(position, self.nchunks, OFFSET_DTYPE, what)
         return position + count * OFFSET_SIZE
+
+    @property
+    def offsets(self) -> np.ndarray | None:
+        """The whole offsets table, the slots kept for appending included (None: the file has none)."""
+        if self.chunk_offsets is None:
+            return None
+        if self._offsets_table is None:
+            self._offsets_table = self.source.array(self.offsets_offset, self.offsets_count, OFFSET_DTYPE,
+                                                    f"offsets table ({self.offsets_count} entries)")
+        return self._offsets_table
 
     def _check_data_size(self) -> None:
         stored = self.nbytes if self.nbytes is not None else self._scanned_nbytes()
@@ -396,9 +412,9 @@ class BloscpackFile(ReaderBase):
         return np.array(positions, dtype=np.int64)
 
     def _offsets_plausible(self) -> bool:
-        if self.offsets is None or self.nchunks == 0:
+        if self.chunk_offsets is None or self.nchunks == 0:
             return False
-        table = self.offsets[:self.nchunks]
+        table = self.chunk_offsets
         least = BLOSC_OVERHEAD + self.checksum.size
         return bool(table[0] == self.data_offset and np.all(np.diff(table) >= least)
                     and table[-1] + least <= self.source.size)
@@ -407,8 +423,8 @@ class BloscpackFile(ReaderBase):
     def positions(self) -> np.ndarray:
         """Absolute byte offset of each chunk's Blosc header (from the offsets table when it is sound)."""
         if self._positions is None:
-            if self.offsets is not None and self._offsets_plausible():
-                self._positions = np.asarray(self.offsets[:self.nchunks], dtype=np.int64)
+            if self._offsets_plausible():
+                self._positions = np.asarray(self.chunk_offsets, dtype=np.int64)
                 self._offsets_trusted = True
             else:
                 self._positions = self._scan()
@@ -579,7 +595,7 @@ class BloscpackFile(ReaderBase):
             positions = self.positions
         except ERRORS.format_error as error:
             return [Problem.from_error(error)]
-        if self.offsets is not None and not self._offsets_trusted:
+        if self.chunk_offsets is not None and not self._offsets_trusted:
             problems.append(ERRORS.problem("offsets table", self.offsets_offset,
                                            f"the positions of the {self.nchunks} chunks",
                                            "values that are not (chunks found by scanning)"))
@@ -645,7 +661,7 @@ class BloscpackFile(ReaderBase):
         facts.update(
             nbytes=nbytes, ratio=round(nbytes / size, 3) if size else None,
             nchunks=self.nchunks, chunk_size=header.chunk_size, last_chunk=header.last_chunk,
-            typesize=header.typesize, checksum=self.checksum.name, offsets=self.offsets is not None,
+            typesize=header.typesize, checksum=self.checksum.name, offsets=self.chunk_offsets is not None,
             max_app_chunks=header.max_app_chunks, first_offsets=[int(x) for x in self.positions[:5]],
             trailing_bytes=size - self.data_end(),
         )

@@ -253,7 +253,7 @@ def append_file(orig_file: Any, new_data: np.ndarray, blosc_args: Any = None,
         with Source.open(name, ERRORS) as source:  # its own descriptor: a map dups it, which would hold the lock
             reader = BloscpackFile(source)
             header = reader.header
-            if reader.offsets is None:
+            if reader.chunk_offsets is None:
                 raise OffsetsRequired("bloscpack: appending needs an offsets table; this file has none "
                                       "(it was written with offsets disabled)")
             if header.chunk_size == UNKNOWN or header.last_chunk == UNKNOWN or header.nchunks == UNKNOWN:
