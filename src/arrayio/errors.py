@@ -11,6 +11,9 @@
       ClosedError                 the reader was closed (also a ValueError)
       WriteError                  a write, fsync, rename or truncate failed (also an OSError,
                                   with the errno); the message names the operation and the path
+      OutputExistsError           an output target exists and replacing it was not asked for
+                                  (also a FileExistsError)
+      UnsafeNameError             a name read from a file cannot become a path segment
 
 ``Problem`` is what ``validate()`` returns: one finding, with the same parts a
 ``FormatError`` carries.
@@ -42,6 +45,8 @@ __all__ = [
     "UnsupportedError",
     "ClosedError",
     "WriteError",
+    "OutputExistsError",
+    "UnsafeNameError",
     "Problem",
     "RemoteError",
     "ObjectChangedError",
@@ -178,6 +183,16 @@ class WriteError(ArrayIOError, OSError):
 
     def __reduce__(self) -> Any:
         return (_rebuild_write_error, (self.operation, self.path, self.errno, self.strerror))
+
+
+class OutputExistsError(ArrayIOError, FileExistsError):
+    """An output target exists and was not to be replaced (``--force`` / ``force=True`` not given),
+    or it is something no writer may ever replace (``.``, the source, a folder this tool did not write)."""
+
+
+class UnsafeNameError(FormatError):
+    """A name that came from a file (a key, camera or feature name, a path template) would not stay
+    one path segment under its root (``..``, ``/``, NUL, a reserved store name): names are data, not paths."""
 
 
 def _rebuild_write_error(operation: str, path: str, errno: int, strerror: str) -> WriteError:

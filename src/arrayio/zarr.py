@@ -44,6 +44,7 @@ from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 from . import _registry
 from ._binary import release_pages
 from ._keyed import Store as KeyedStore
+from ._names import path_segment
 from ._sources import is_url
 from .errors import UnsupportedError
 
@@ -524,8 +525,9 @@ def _episode_group(kdb: Any, position: int, meta: Any, step_dtype: Callable) -> 
     # The cameras of the first frame: finding every camera would walk every frame's records, which
     # remotely reads the whole image section at open. A frame without one of them reads as zeros.
     for record in episode_images.records(0) if frames else []:
-        if _segment(record.camera) not in images.children:
-            images.children[_segment(record.camera)] = _camera_array(kdb, episode_images, record.camera, record)
+        camera = path_segment(record.camera, "kdb camera name", escape=True)
+        if camera not in images.children:
+            images.children[camera] = _camera_array(kdb, episode_images, record.camera, record)
     return group
 
 

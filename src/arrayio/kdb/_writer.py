@@ -23,6 +23,7 @@ import numpy as np
 
 from .._binary import U64_MAX, output_stream
 from .._binary import Writer as StreamWriter
+from .._names import path_segment
 from .._sources import is_url
 from ..errors import WriteError
 from . import _images
@@ -430,6 +431,8 @@ def _success(value: Any) -> bool | None:
 
 
 def _camera_prefix(name: str) -> bytes:
+    # A camera becomes a folder or member name in every export: refuse what no reader could map.
+    path_segment(name, "kdb: camera name")
     raw = encode_utf8(name, f"camera name {name[:40]!r}", U16_MAX)
     return STRING_LENGTH.pack(length=len(raw)) + raw
 

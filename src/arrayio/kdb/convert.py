@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from .._binary import atomic_write
+from .._names import path_segment
 from ._reader import open_file
 from ._writer import Writer
 from .lerobot import ingest_lerobot
@@ -145,7 +146,8 @@ def export_npz(source: Any, target: Any, *, images: bool = True, progress: Progr
                 yield f"{prefix}.terminals", episode.terminals != 0
                 if images:
                     for camera in episode.images.cameras:
-                        yield f"{prefix}.images.{camera}", episode.images.stack(camera)[0]
+                        name = path_segment(camera, "kdb: camera name")
+                        yield f"{prefix}.images.{name}", episode.images.stack(camera)[0]
                 progress(position + 1, len(kdb))
 
         _write_npz(stream, arrays(), lambda: json.dumps(metas, ensure_ascii=False))

@@ -29,6 +29,8 @@ from typing import Any
 import numpy as np
 
 from .._binary import atomic_folder
+from .._names import confined, path_segment, relative_under
+from ..errors import UnsafeNameError
 from ._images import EncodedImage
 from ._images import encode as encode_image
 from ._reader import open_file
@@ -83,7 +85,7 @@ def ingest_lerobot(source: Any, target: Any, *, compress: str | None = "jpeg", q
     if video_keys and not episodes:
         raise ValueError(f"kdb: {root} has video features {video_keys} but no episode table "
                          "(meta/episodes/*.parquet or meta/episodes.jsonl)")
-    files = sorted((root / "data").rglob("*.parquet"))
+    files = _dataset_files(root, root / "data")
     if not files:
         raise ValueError(f"kdb: {root} has no data/**/*.parquet files (not a LeRobot dataset folder)")
     seen: set[int] = set()
@@ -107,6 +109,29 @@ def ingest_lerobot(source: Any, target: Any, *, compress: str | None = "jpeg", q
     finally:
         videos.close()
     return len(seen)
+
+
+def expand_template(template: Any, what: str, **fields: Any) -> str:
+    """A path template of ``info.json`` (``data_path``, ``video_path``) filled with ``fields``: the one
+    place such a template is expanded, so that checks on it (its type, its cost) live here."""
+    if not isinstance(template, str):
+        raise UnsafeNameError(f"kdb: {what} in meta/info.json must be a text template, found "
+                              f"{type(template).__name__}")
+    try:
+        return template.format(**fields)
+    except (KeyError, IndexError, ValueError, AttributeError) as error:
+        raise UnsafeNameError(f"kdb: {what} template {template[:120]!r} in meta/info.json cannot be "
+                              f"filled ({error})") from None
+
+
+def dataset_path(root: Path, template: Any, what: str, **fields: Any) -> Path:
+    """The file a template of ``info.json`` names, refused unless it lies inside the dataset ``root``."""
+    return relative_under(root, expand_template(template, what, **fields), f"kdb: {what}")
+
+
+def _dataset_files(root: Path, folder: Path) -> list[Path]:
+    """The parquet files under ``folder``, each checked to lie inside ``root`` (symlinks followed)."""
+    return [confined(path, root, "kdb: parquet file") for path in sorted(folder.rglob("*.parquet"))]
 
 
 def _read_json(path: Path) -> dict:
@@ -145,7 +170,7 @@ def _episode_table(root: Path, info: dict, video_keys: list[str]) -> dict[int, d
     if (meta / "episodes").is_dir():
         import pyarrow.parquet as pq
 
-        for path in sorted((meta / "episodes").rglob("*.parquet")):
+        for path in _dataset_files(root, meta / "episodes"):
             names = pq.ParquetFile(path).schema_arrow.names
             wanted = [name for name in names if not name.startswith("stats/")]
             rows = pq.read_table(path, columns=wanted).to_pylist()
@@ -153,10 +178,10 @@ def _episode_table(root: Path, info: dict, video_keys: list[str]) -> dict[int, d
                 videos = {}
                 for key in video_keys:
                     try:
-                        relative = info["video_path"].format(video_key=key,
-                                                             chunk_index=row[f"videos/{key}/chunk_index"],
-                                                             file_index=row[f"videos/{key}/file_index"])
-                        videos[key] = (root / relative, float(row[f"videos/{key}/from_timestamp"]))
+                        video = dataset_path(root, info["video_path"], "video_path", video_key=key,
+                                             chunk_index=row[f"videos/{key}/chunk_index"],
+                                             file_index=row[f"videos/{key}/file_index"])
+                        videos[key] = (video, float(row[f"videos/{key}/from_timestamp"]))
                     except KeyError as error:
                         raise ValueError(f"kdb: {path} has no {error} for video feature {key!r}") from None
                 table[int(row["episode_index"])] = {"tasks": list(row.get("tasks") or []), "videos": videos}
@@ -166,8 +191,8 @@ def _episode_table(root: Path, info: dict, video_keys: list[str]) -> dict[int, d
             "videos/chunk-{episode_chunk:03d}/{video_key}/episode_{episode_index:06d}.mp4")
         for record in _read_jsonl(meta / "episodes.jsonl"):
             index = int(record["episode_index"])
-            videos = {key: (root / template.format(episode_chunk=index // chunks, video_key=key, episode_index=index),
-                            0.0) for key in video_keys}
+            videos = {key: (dataset_path(root, template, "video_path", episode_chunk=index // chunks, video_key=key,
+                                         episode_index=index), 0.0) for key in video_keys}
             table[index] = {"tasks": list(record.get("tasks") or []), "videos": videos}
     return table
 
@@ -416,7 +441,7 @@ def _export(kdb: Any, root: Path, *, video: bool, codec: str, crf: int | None, r
     fps = fps_values[0]
     state_dim, action_dim = dims[0]
     first = kdb.image_records(0, 0)
-    cameras = {record.camera: kdb.decode_image(record).shape for record in first}
+    cameras = {path_segment(record.camera, "kdb: camera name"): kdb.decode_image(record).shape for record in first}
     if video:
         for camera, (height, width, _) in cameras.items():
             if height % 2 or width % 2:
