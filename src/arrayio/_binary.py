@@ -213,15 +213,9 @@ class Source:
 
     @classmethod
     def open(cls, target: Any, errors: ErrorKinds) -> "Source":
-        """Map a str/PathLike path, wrap bytes-like data (bytes are data here, not a path),
-        read a URL, an fsspec file or an ``arrayio.RemoteFile`` in cached ranges,
-        or read a seekable binary file object in ranges from its current position."""
-        from . import _sources
-
-        if _sources.is_remote(target):
-            return _sources.open_source(target, errors)
-        if _sources.is_url(target):
-            target = _sources.resolve(target)
+        """Map a str/PathLike path, wrap bytes-like data (bytes are data here, not a path), or read a
+        seekable binary file object in ranges from its current position. URLs are the edge's
+        business (``arrayio._edge.open_source``): here every string is a local path."""
         if isinstance(target, (bytes, bytearray, memoryview)):
             return cls(target, errors)
         if isinstance(target, (str, os.PathLike)):
@@ -602,26 +596,102 @@ def locked(path: PathLike) -> Iterator[int]:
         os.close(fd)
 
 
-def _creation_mode() -> int:
-    umask = os.umask(0)
+def _umask_now() -> int | None:
+    """The process umask read from /proc (Linux 4.7+), or None where it cannot be read that way."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _umask_at_import() -> int:
+    # Setting the umask to read it is process-wide: done once, here, before any writer thread exists.
+    found = _umask_now()
+    if found is not None:
+        return found
+    umask = os.umask(0o022)
     os.umask(umask)
-    return 0o666 & ~umask
+    return umask
+
+
+_UMASK_AT_IMPORT = _umask_at_import()
+
+
+def _creation_mode() -> int:
+    """The mode a new file gets (0666 less the umask), read without ever changing the umask."""
+    umask = _umask_now()
+    return 0o666 & ~(_UMASK_AT_IMPORT if umask is None else umask)
+
+
+# A temporary file or folder beside a target is named ``.<target>.<pid>.arrayio.<random>.tmp``: the
+# next write to that target recognises what a killed run left, by its name and its dead process.
+_TEMP_MARK = "arrayio"
+
+
+def _temp_prefix(final: Path) -> str:
+    return f".{final.name}.{os.getpid()}.{_TEMP_MARK}."
+
+
+def _process_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError):
+        return True  # someone else's process (or not a pid we can ask about): leave its files alone
+    return True
+
+
+def clear_leftovers(final: PathLike) -> list[str]:
+    """Remove the temporary files and folders that killed runs writing ``final`` left beside it
+    (recognised by their name and a process that no longer runs); returns their names."""
+    import re
+    import shutil
+
+    final = Path(os.fsdecode(final))
+    pattern = re.compile(rf"\.{re.escape(final.name)}\.(\d+)\.{_TEMP_MARK}\.[A-Za-z0-9_]+\.tmp")
+    removed = []
+    try:
+        entries = list(os.scandir(final.parent))
+    except OSError:
+        return removed
+    for entry in entries:
+        match = pattern.fullmatch(entry.name)
+        if match is None or _process_alive(int(match.group(1))):
+            continue
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(entry.path)
+        removed.append(entry.name)
+    return removed
 
 
 @contextlib.contextmanager
 def atomic_folder(target: PathLike, replace: bool = False) -> Iterator[Path]:
     """A folder to build in place of ``target``: made beside it, renamed over it when the block ends
-    without an error (an existing folder is removed first when ``replace``), removed on failure."""
+    without an error, removed on failure. An existing ``target`` is replaced only when ``replace``
+    (the caller decided it may be: see ``arrayio._edge.open_output_folder``); it is moved aside
+    first and removed after the new folder is in place. A symlink at ``target`` is replaced itself."""
     import shutil
 
     final = Path(os.fsdecode(target))
     final.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
+    clear_leftovers(final)
+    staging = Path(tempfile.mkdtemp(prefix=_temp_prefix(final), suffix=".tmp", dir=final.parent))
     building = staging / final.name
     try:
         yield building
-        if replace and final.is_dir() and not final.is_symlink():
-            shutil.rmtree(final)
+        if replace and (final.exists() or final.is_symlink()):
+            # The old folder goes into the staging folder (one rename), so that it is removed with it.
+            _os_call("rename", os.fspath(final), os.replace, final, staging / ".replaced")
         _os_call("rename", os.fspath(final), os.replace, building, final)
         fsync_dir(final.parent)
     finally:
@@ -630,29 +700,24 @@ def atomic_folder(target: PathLike, replace: bool = False) -> Iterator[Path]:
 
 @contextlib.contextmanager
 def atomic_write(path: PathLike, buffering: int = -1) -> Iterator[BinaryIO]:
-    """Write a new file under ``path`` crash-safely: temp file in the same folder,
+    """Write a new local file under ``path`` crash-safely: temp file in the same folder,
     flush, fsync, rename over the target, fsync the folder. On error the
-    target is untouched and the temp file removed. A URL is spooled locally
-    and published as a whole object (see ``_sources.remote_output``).
+    target is untouched and the temp file removed; what a killed run left is removed by the next.
 
-    A symlink is followed (the file it points to is replaced, the link
-    stays), and a replaced file keeps its permission bits.
+    A symlink at ``path`` is replaced itself, as rename(2) does: never followed, so a link planted
+    in a shared folder cannot redirect the write. A replaced regular file keeps its permission bits.
     """
-    from . import _sources
-
-    if _sources.is_remote(path) or _sources.is_url(path):
-        with _sources.remote_output(path) as stream:
-            yield stream
-        return
-    target = Path(os.path.realpath(os.fsdecode(path)))
     name = os.fsdecode(path)
+    target = Path(name)
     folder = target.parent
     try:
-        mode = stat.S_IMODE(os.stat(target).st_mode)
+        existing = os.lstat(target)
+        mode = stat.S_IMODE(existing.st_mode) if stat.S_ISREG(existing.st_mode) else _creation_mode()
     except FileNotFoundError:
         mode = _creation_mode()
-    fd, temp_name = _os_call("create", name, lambda: tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp",
-                                                                      dir=target.parent))
+    clear_leftovers(target)
+    fd, temp_name = _os_call("create", name, lambda: tempfile.mkstemp(prefix=_temp_prefix(target), suffix=".tmp",
+                                                                      dir=folder))
     try:
         os.fchmod(fd, mode)
         with _guarded_stream(fd, name, buffering) as stream:
@@ -679,19 +744,13 @@ def _guarded_stream(fd: int, path: str, buffering: int = -1, closefd: bool = Tru
 
 @contextlib.contextmanager
 def output_stream(target: Any) -> Iterator[BinaryIO]:
-    """A binary stream for a path (atomic write), an int fd (left open) or a file object.
+    """A binary stream for a local path (atomic write), an int fd (left open) or a file object.
 
     A path naming a FIFO or a device is written into directly: renaming a
-    file over it would replace the pipe instead of feeding it. A URL (or an
-    ``arrayio.RemoteFile``, an fsspec OpenFile) becomes a remote object only
-    when the block ends without error.
+    file over it would replace the pipe instead of feeding it. URLs are the
+    edge's business (``arrayio._edge.open_output``).
     """
-    from . import _sources
-
-    if _sources.is_url(target) or isinstance(target, _sources.RemoteFile) or _sources._open_file(target):
-        with atomic_write(target) as stream:
-            yield stream
-    elif is_path(target):
+    if is_path(target):
         path = os.fsdecode(target)
         try:
             special = not stat.S_ISREG(os.stat(path).st_mode)

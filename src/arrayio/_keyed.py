@@ -24,8 +24,8 @@ from typing import Any, Callable, Iterator, NamedTuple, overload
 import numpy as np
 
 from ._binary import Source, is_path
+from ._edge import remote_source
 from ._readers import ReaderBase, entries_of, info_of, problems_of
-from ._sources import is_remote, is_url, resolve
 from ._text import value_lines
 from .errors import ClosedError, ErrorKinds, FormatError, Problem, UnsupportedError, current_origin, offsets_from
 
@@ -416,8 +416,9 @@ def load_store(layout: KeyedFormat, file: Any, read_all: bool, key_encoding: str
     successive calls walk through concatenated stores. URLs and fsspec files
     are read in ranges: the index at open, each array when looked up.
     """
-    if is_remote(file) or is_url(file):
-        return Store(Source.open(resolve(file, storage_options), layout.errors), layout, key_encoding)
+    remote = remote_source(file, layout.errors, storage_options)
+    if remote is not None:
+        return Store(remote, layout, key_encoding)
     if is_path(file):
         path = os.fsdecode(file)
         with io.open(path, "rb") as handle:

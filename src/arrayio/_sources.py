@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO, NamedTuple
 from urllib.parse import urlsplit
 
-from ._binary import Source, atomic_write
+from ._binary import Source
 from .errors import ErrorKinds, ObjectChangedError, RemoteError, UnsupportedError
 
 __all__ = [
@@ -636,10 +636,10 @@ class RemoteSource(Source):
         super().close()
 
 
-def open_source(target: Any, errors: ErrorKinds) -> RemoteSource:
-    """A RemoteSource over a URL, an fsspec file or a RemoteFile."""
+def open_source(target: Any, errors: ErrorKinds, storage_options: dict | None = None) -> RemoteSource:
+    """A RemoteSource over a URL, an fsspec file or a RemoteFile (``arrayio._edge.open_source`` chooses)."""
     owns = not isinstance(target, RemoteFile)
-    remote = resolve(target)
+    remote = resolve(target, storage_options)
     try:
         return RemoteSource(remote, errors, owns=owns)
     except FileNotFoundError:
@@ -673,14 +673,10 @@ def remote_output(target: Any) -> Iterator[BinaryIO]:
 
     Object stores receive a (multipart) upload that they publish whole when
     it completes, and that is aborted on failure; other filesystems get a
-    temporary key moved onto the target. A ``file://`` URL is an atomic
-    local write. A killed process leaves at most an unfinished upload, never
+    temporary key moved onto the target (a ``file://`` URL is the edge's
+    local write, ``arrayio._edge.open_output``). A killed process leaves at most an unfinished upload, never
     an object at the target.
     """
-    if is_url(target) and _local_path(target) is not None:
-        with atomic_write(_local_path(target)) as stream:  # type: ignore[arg-type]
-            yield stream
-        return
     fs, path, url = _target_fs(target)
     protocols = _protocols(fs)
     if protocols & {"http", "https"}:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._binary import Source
+from ._edge import open_source
 from ._registry import FORMATS, detect
 from .errors import ArrayIOError, FormatError, Problem
 
@@ -226,7 +227,7 @@ def map_file(target: Any, format_name: str | None = None, *, check: bool = True)
             problems = [str(error)]
         if start is not None:
             target.seek(start)  # validate read the stream; the map reads the same bytes again
-    with Source.open(target, errors) as source:
+    with open_source(target, errors) as source:
         return map_source(source, format_name, name, problems)
 
 

@@ -18,6 +18,8 @@ raises its FormatError) leaves nothing behind.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import math
 import os
 import tempfile
@@ -30,7 +32,7 @@ from typing import Any, Literal
 import numpy as np
 
 from . import _registry
-from ._binary import atomic_folder, atomic_write
+from ._edge import check_output, open_output, open_output_folder
 from ._sources import RemoteFile, is_url, resolve
 from .errors import UnsupportedError
 
@@ -263,7 +265,48 @@ _ARRAY_FACTS = frozenset({"container", "dtype", "shape", "order", "key"})
 
 # --------------------------------------------------------------------------- writers
 
+def is_zarr_store(path: Path) -> bool:
+    """True for a folder that is a Zarr store (a ``zarr.json``, or a v2 ``.zgroup``/``.zarray``, at its root):
+    the only folders a conversion replaces."""
+    for document in ("zarr.json", ".zgroup", ".zarray"):
+        try:
+            text = (path / document).read_text("utf-8")
+            found = json.loads(text)
+        except (OSError, ValueError):
+            continue
+        if isinstance(found, dict) and found.get("zarr_format") in (2, 3):
+            return True
+    return False
+
+
+def _settle_zarr_writes() -> None:
+    """Wait for the writes still running on zarr's event loop: an interrupt (Ctrl-C) stops our wait for
+    them, not them, and they would go on writing into a staging folder that is being removed."""
+    import asyncio
+
+    from zarr.core.sync import _get_loop
+
+    async def settle() -> None:
+        others = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+        if others:
+            await asyncio.wait(others, timeout=30)
+        for task in others:
+            task.cancel()
+        await asyncio.gather(*others, return_exceptions=True)
+
+    with contextlib.suppress(Exception):
+        asyncio.run_coroutine_threadsafe(settle(), _get_loop()).result(timeout=60)
+
+
 def _write_zarr(source: _Source, path: Path, compression: str, progress: Progress) -> None:
+    try:
+        _write_zarr_arrays(source, path, compression, progress)
+    except BaseException:
+        _settle_zarr_writes()
+        raise
+
+
+def _write_zarr_arrays(source: _Source, path: Path, compression: str, progress: Progress) -> None:
     import zarr
     from zarr.codecs import BloscCodec, ZstdCodec
 
@@ -303,7 +346,7 @@ def _write_mapping(source: _Source, target_name: str, target: Any, spool: Path, 
     arrays = _mapping_arrays(source, target_name)
     data = {array.key: _spooled(array, spool, progress) for array in arrays}
     if target_name == "npz":
-        with atomic_write(target) as stream:
+        with open_output(target) as stream:
             _write_npz(data, stream)
         return
     _registry.module_for(target_name).dump(data, target)
@@ -359,7 +402,7 @@ def _write_single(source: _Source, target_name: str, target: Any, spool: Path, p
         _warn(f"{target_name} keeps no pycauset metadata: matrix_type {metadata.get('matrix_type')}, "
               f"properties {sorted(metadata.get('properties', {}) or {})} are left out")
     if target_name == "npy":
-        with atomic_write(target) as stream:
+        with open_output(target) as stream:
             _write_npy(array, stream, spool, progress)
         return
     values = _spooled(array, spool, progress)
@@ -387,14 +430,16 @@ def _write_kdb_npz(source: Any, target: Any, progress: Progress) -> None:
 # --------------------------------------------------------------------------- the entry point
 
 def convert(source: Any, target: Any, *, to: str | None = None, compression: str = "zstd",
-            storage_options: dict | None = None, progress: Progress | None = None) -> str:
+            storage_options: dict | None = None, progress: Progress | None = None, force: bool = True) -> str:
     """Convert ``source`` into a new ``target`` file or ``.zarr`` folder; returns the target format.
 
     ``to`` names the target format when the extension does not; ``compression``
     (``zstd`` or ``blosc``) applies to zarr targets; ``storage_options`` to the side(s)
     that are URLs. ``progress(nbytes)`` is
     called as array bytes are copied. Warnings (``ConversionWarning``) name
-    what the target cannot hold.
+    what the target cannot hold. An existing target is replaced unless ``force=False``
+    (the CLI's default); a folder only when it is a Zarr store, and never ``.``, the source
+    or a folder holding it.
     """
     if compression not in ("zstd", "blosc"):
         raise UnsupportedError(f"convert: compression must be 'zstd' or 'blosc', not {compression!r}")
@@ -407,6 +452,8 @@ def convert(source: Any, target: Any, *, to: str | None = None, compression: str
         raise UnsupportedError(f"convert: {source_name} -> {target_name} is not a conversion the models allow; "
                                f"{source_name} converts to {allowed}")
     report = progress or (lambda nbytes: None)
+    check_output(target, force=force, sources=[source], folder=target_name == "zarr", replaces=is_zarr_store,
+                 storage_options=storage_options)
     if is_url(target):
         if target_name == "zarr":
             raise UnsupportedError(f"convert: zarr targets are local folders, not {target}")
@@ -422,7 +469,7 @@ def convert(source: Any, target: Any, *, to: str | None = None, compression: str
     opened = _open_source(source, source_name, source_options)
     try:
         if target_name == "zarr":
-            with atomic_folder(output, replace=True) as staging:
+            with open_output_folder(output, replaces=is_zarr_store, force=force, sources=[source]) as staging:
                 _write_zarr(opened, staging, compression, report)
         elif target_name in _MAPPING:
             _write_mapping(opened, target_name, output, spool, report)

@@ -18,7 +18,7 @@ from remote_samples import BUCKET, OBJECT_STORES, assert_same
 
 import arrayio
 from arrayio import bloscpack, kast, kastore, kdb, pycauset
-from arrayio._binary import output_stream
+from arrayio._edge import open_output
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -103,7 +103,7 @@ def test_a_failed_write_leaves_no_object(s3_server, s3_options):
     with pytest.raises(RuntimeError, match="half-way"), kdb.Writer(arrayio.RemoteFile(url, s3_options)) as out:
         out.add_episode(np.ones((3, 2), np.float32), np.ones((3, 2), np.float32))
         raise RuntimeError("the caller failed half-way")
-    with pytest.raises(ValueError), output_stream(arrayio.RemoteFile(f"s3://{BUCKET}/failed/raw", s3_options)) \
+    with pytest.raises(ValueError), open_output(arrayio.RemoteFile(f"s3://{BUCKET}/failed/raw", s3_options)) \
             as stream:
         stream.write(b"x" * 1000)
         raise ValueError("stop")

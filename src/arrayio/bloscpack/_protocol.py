@@ -10,7 +10,6 @@ from typing import Any, Iterator
 import numpy as np
 
 from .._readers import entries_of, info_of, problems_of
-from .._sources import resolve
 from .._text import value_lines
 from ..errors import ArrayIOError, Problem
 from ._errors import ERRORS
@@ -21,7 +20,7 @@ from ._writer import pack_ndarray_to_file
 def open(path: Any, storage_options: dict | None = None) -> BloscpackFile:  # noqa: A001 - the protocol's name
     """Open a bloscpack file lazily (a path, bytes, URL or fsspec file): ``arr[a:b]`` fetches and decodes
     only the chunks holding rows a..b."""
-    return open_file(resolve(path, storage_options) if storage_options else path)
+    return open_file(path, storage_options)
 
 
 def info(path: Any) -> dict:

@@ -21,9 +21,9 @@ from typing import Any, Callable, Iterator, Literal
 import blosc
 import numpy as np
 
-from .._binary import Source, atomic_write, release_pages
+from .._binary import Source, release_pages
+from .._edge import open_output, open_source
 from .._readers import ReaderBase
-from .._sources import is_remote, is_url, resolve
 from ..errors import Problem
 from ._errors import ERRORS, FileClosedError, NotANumpyArray
 from ._records import (
@@ -691,9 +691,10 @@ class BloscpackFile(ReaderBase):
         return rows
 
 
-def open_file(target: Any) -> BloscpackFile:
-    """Open a path (mapped), bytes-like data or a seekable binary file as a ``BloscpackFile``."""
-    source = Source.open(target, ERRORS)
+def open_file(target: Any, storage_options: dict | None = None) -> BloscpackFile:
+    """Open a path (mapped), bytes-like data, a seekable binary file, a URL or an fsspec file as a
+    ``BloscpackFile``."""
+    source = open_source(target, ERRORS, storage_options)
     try:
         return BloscpackFile(source)
     except BaseException:
@@ -720,9 +721,9 @@ def _unpack_ndarray(target: Any) -> np.ndarray:
 
 def unpack_ndarray_from_file(filename: Any, storage_options: dict | None = None) -> np.ndarray:
     """Read the ndarray stored in ``filename`` (a path, URL or fsspec file; every checksum verified)."""
-    if storage_options or is_remote(filename) or is_url(filename):
-        return _unpack_ndarray(resolve(filename, storage_options))
-    return _unpack_ndarray(os.fspath(filename))
+    with open_file(filename, storage_options) as reader:
+        require_numpy(reader)
+        return reader.read()
 
 
 def unpack_ndarray_from_bytes(bytes_: Any) -> np.ndarray:
@@ -763,7 +764,7 @@ def _map_input(path: Any) -> tuple[Source, np.ndarray]:
 
 def unpack_file_from_file(in_file: Any, out_file: Any, progress: Progress | None = None) -> Any:
     """Decompress the bloscpack file ``in_file`` into ``out_file``; returns its metadata (or None)."""
-    with open_file(os.fspath(in_file)) as reader, atomic_write(out_file) as stream:
+    with open_file(os.fspath(in_file)) as reader, open_output(out_file) as stream:
         positions = reader.positions
         release = progressive_release(reader.source)
         for index, chunk in enumerate(ordered_map(reader.read_chunk, range(reader.nchunks), threads=reader.concurrent)):

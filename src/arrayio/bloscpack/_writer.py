@@ -20,6 +20,7 @@ import blosc
 import numpy as np
 
 from .._binary import Source, Writer, atomic_write, copy_range, locked
+from .._edge import open_output
 from ..errors import UnsupportedError
 from ._args import (
     DEFAULT_CHUNK_SIZE,
@@ -232,9 +233,9 @@ def to_bytes(write: Callable[[BinaryIO], None]) -> bytes:
     return buffer.getvalue()
 
 
-def to_path(path: Any, write: Callable[[BinaryIO], None]) -> None:
-    """Run a writer against a new file at ``path``, atomically (temp file, fsync, rename)."""
-    with atomic_write(path) as stream:
+def to_path(path: Any, write: Callable[[BinaryIO], None], storage_options: dict | None = None) -> None:
+    """Run a writer against a new file at ``path``, atomically (temp file, fsync, rename), or a URL's upload."""
+    with open_output(path, storage_options) as stream:
         write(stream)
 
 
@@ -336,10 +337,12 @@ def rewrite_metadata(path: Any, metadata: Any, checksum: str | None = None, code
 
 
 def pack_ndarray_to_file(ndarray: np.ndarray, filename: Any, chunk_size: int | str = DEFAULT_CHUNK_SIZE,
-                         blosc_args: Any = None, bloscpack_args: Any = None, metadata_args: Any = None) -> None:
-    """Write ``ndarray`` (any non-object dtype, any order) to a new file, atomically."""
+                         blosc_args: Any = None, bloscpack_args: Any = None, metadata_args: Any = None, *,
+                         storage_options: dict | None = None) -> None:
+    """Write ``ndarray`` (any non-object dtype, any order) to a new file atomically, replacing an existing one
+    as bloscpack does (the CLI refuses without ``--force``); ``storage_options`` apply to URLs."""
     to_path(filename, lambda stream: pack_ndarray(stream, ndarray, chunk_size, blosc_args,
-                                                  bloscpack_args, metadata_args))
+                                                  bloscpack_args, metadata_args), storage_options)
 
 
 def pack_ndarray_to_bytes(ndarray: np.ndarray, chunk_size: int | str = DEFAULT_CHUNK_SIZE, blosc_args: Any = None,
@@ -351,11 +354,13 @@ def pack_ndarray_to_bytes(ndarray: np.ndarray, chunk_size: int | str = DEFAULT_C
 
 
 def pack_bytes_to_file(bytes_: Any, out_file: Any, chunk_size: int | str = DEFAULT_CHUNK_SIZE, metadata: Any = None,
-                       blosc_args: Any = None, bloscpack_args: Any = None, metadata_args: Any = None) -> None:
-    """Write a bytes-like object (with optional JSON ``metadata``) to a new file, atomically."""
+                       blosc_args: Any = None, bloscpack_args: Any = None, metadata_args: Any = None, *,
+                       storage_options: dict | None = None) -> None:
+    """Write a bytes-like object (with optional JSON ``metadata``) to a new file atomically (an existing one is
+    replaced, as bloscpack does); ``storage_options`` apply to URLs."""
     data = _as_uint8(bytes_)
     to_path(out_file, lambda stream: pack_buffer(stream, data, chunk_size, metadata, blosc_args,
-                                                 bloscpack_args, metadata_args))
+                                                 bloscpack_args, metadata_args), storage_options)
 
 
 def pack_bytes_to_bytes(bytes_: Any, chunk_size: int | str = DEFAULT_CHUNK_SIZE, metadata: Any = None,
@@ -368,13 +373,14 @@ def pack_bytes_to_bytes(bytes_: Any, chunk_size: int | str = DEFAULT_CHUNK_SIZE,
 
 def pack_file_to_file(in_file: Any, out_file: Any, chunk_size: int | str = DEFAULT_CHUNK_SIZE, metadata: Any = None,
                       blosc_args: Any = None, bloscpack_args: Any = None, metadata_args: Any = None,
-                      progress: Progress | None = None) -> None:
-    """Compress the file ``in_file`` into a new bloscpack file ``out_file``."""
+                      progress: Progress | None = None, *, storage_options: dict | None = None) -> None:
+    """Compress the file ``in_file`` into a new bloscpack file ``out_file`` (replaced when it exists, as
+    bloscpack's function does); ``storage_options`` apply to a URL ``out_file``."""
     source, data = _map_input(in_file)
     with source:
         to_path(out_file, lambda stream: pack_buffer(stream, data, chunk_size, metadata, blosc_args,
                                                      bloscpack_args, metadata_args, source=source,
-                                                     progress=progress))
+                                                     progress=progress), storage_options)
 
 
 def append(orig_file: Any, new_file: Any, blosc_args: Any = None, progress: Progress | None = None) -> int:

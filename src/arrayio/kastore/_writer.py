@@ -8,7 +8,8 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from .._binary import Writer, output_stream, round_up
+from .._binary import Writer, round_up
+from .._edge import open_output
 from .._keyed import (
     PY_ENGINE,
     Prepared,
@@ -64,11 +65,16 @@ def _write(stream: BinaryIO, prepared: Prepared) -> int:
 
 
 
-def dump(data: Mapping, file: Any, key_encoding: str = DEFAULT_KEY_ENCODING, engine: str = PY_ENGINE) -> None:
-    """Write ``data`` (str -> 1-D array) to a path (atomically), fd or binary file object."""
+def dump(data: Mapping, file: Any, key_encoding: str = DEFAULT_KEY_ENCODING, engine: str = PY_ENGINE, *,
+         storage_options: dict | None = None) -> None:
+    """Write ``data`` (str -> 1-D array) to a path (atomically), URL, fd or binary file object.
+
+    An existing file is replaced, as kastore does (``arrayio convert`` asks for ``--force`` instead);
+    ``storage_options`` apply to URLs.
+    """
     check_engine(engine)
     prepared = prepare(data, key_encoding, FORMAT_NAME)
-    with output_stream(file) as stream:
+    with open_output(file, storage_options) as stream:
         _write(stream, prepared)
 
 

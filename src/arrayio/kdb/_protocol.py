@@ -9,7 +9,6 @@ from typing import Any
 import numpy as np
 
 from .._readers import entries_of, info_of, problems_of
-from .._sources import resolve
 from ..errors import ArrayIOError, Problem
 from ._errors import EpisodeIdNotFound
 from ._reader import KdbFile, open_file
@@ -20,7 +19,7 @@ def open(path: Any, *, on_bad_image: str = "raise",  # noqa: A001 - mirrors arra
          storage_options: dict | None = None) -> KdbFile:
     """Open a .kdb file (memory-mapped for paths, read in ranges for URLs); ``on_bad_image="skip"`` warns
     instead of raising."""
-    return open_file(resolve(path, storage_options) if storage_options else path, on_bad_image=on_bad_image)
+    return open_file(path, on_bad_image=on_bad_image, storage_options=storage_options)
 
 
 def info(path: Any) -> dict:

@@ -24,6 +24,7 @@ from typing import Any, NamedTuple, overload
 import numpy as np
 
 from .._binary import Source
+from .._edge import open_source
 from .._readers import ReaderBase
 from ..errors import FormatError, Problem
 from . import _images
@@ -789,9 +790,9 @@ def parse_frame(walk: _FrameWalk, frame: int, offset: int, *, with_records: bool
     return records, offset
 
 
-def open_file(target: Any, *, on_bad_image: str = "raise") -> KdbFile:
-    """Open a .kdb path (memory-mapped), bytes or seekable binary file."""
-    source = Source.open(target, ERRORS)
+def open_file(target: Any, *, on_bad_image: str = "raise", storage_options: dict | None = None) -> KdbFile:
+    """Open a .kdb path (memory-mapped), bytes, seekable binary file, URL or fsspec file."""
+    source = open_source(target, ERRORS, storage_options)
     try:
         return KdbFile(source, on_bad_image=on_bad_image)
     except BaseException:

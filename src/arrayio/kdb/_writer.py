@@ -21,10 +21,10 @@ from typing import Any, Union
 
 import numpy as np
 
-from .._binary import U64_MAX, output_stream
+from .._binary import U64_MAX
 from .._binary import Writer as StreamWriter
+from .._edge import local_path, open_output
 from .._names import path_segment
-from .._sources import is_url
 from ..errors import WriteError
 from . import _images
 from ._codec import check_f32, encode_meta, encode_utf8, step_dtype
@@ -70,10 +70,12 @@ class Writer:
 
     ``compress`` ("jpeg" or "png") encodes raw uint8 images given to this
     writer; already-encoded :class:`EncodedImage` values are stored as given.
+    ``target`` is a path (an existing file is replaced when the writer closes; the CLI asks for
+    ``--force`` first), a URL (with ``storage_options``), an fd or a binary file object.
     """
 
     def __init__(self, target: Any, *, compress: str | None = None, quality: int = 90,
-                 created_timestamp: int | None = None) -> None:
+                 created_timestamp: int | None = None, storage_options: dict | None = None) -> None:
         if compress not in COMPRESSIONS:
             raise ValueError(f"kdb: compress must be one of {COMPRESSIONS}, got {compress!r}")
         if not 1 <= int(quality) <= 100:
@@ -83,11 +85,11 @@ class Writer:
         self.compress = compress
         self.quality = int(quality)
         self.created_timestamp = None if created_timestamp is None else int(created_timestamp)
-        self._folder = os.path.dirname(os.path.abspath(os.fsdecode(target))) if isinstance(
-            target, (str, bytes, os.PathLike)) and not is_url(target) else None
+        local = local_path(target)
+        self._folder = os.path.dirname(os.path.abspath(local)) if local is not None else None
         self._name = os.fsdecode(target) if isinstance(target, (str, bytes, os.PathLike)) else repr(target)
         self._stack = contextlib.ExitStack()
-        self._stream = self._stack.enter_context(output_stream(target))
+        self._stream = self._stack.enter_context(open_output(target, storage_options))
         self._out = StreamWriter(self._stream)
         self._header_at = self._out.reserve(HEADER_SIZE)
         self._entries: list[bytes] = []

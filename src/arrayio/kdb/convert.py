@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .._binary import atomic_write
+from .._edge import open_output
 from .._names import path_segment
 from ._reader import open_file
 from ._writer import Writer
@@ -131,7 +131,7 @@ def export_npz(source: Any, target: Any, *, images: bool = True, progress: Progr
     ``episodes.json`` (a 0-d string array) holds the metadata of every episode.
     Returns the number of episodes.
     """
-    with open_file(source) as kdb, atomic_write(target) as stream:
+    with open_file(source) as kdb, open_output(target) as stream:
         metas = []
 
         def arrays() -> Iterator[tuple[str, np.ndarray]]:

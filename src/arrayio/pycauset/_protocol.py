@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from .._binary import Source
+from .._edge import open_source
 from .._readers import entries_of, info_of, problems_of
 from .._text import row_lines, value_lines
 from ..errors import FormatError, Problem
@@ -24,7 +24,7 @@ def info(path: Any) -> dict[str, Any]:
 
 def _unopenable(path: Any, error: FormatError) -> list[Problem]:
     # A file with no valid slot does not load; the slots and blocks can still be judged one by one.
-    with Source.open(path, ERRORS) as source:
+    with open_source(path, ERRORS) as source:
         return source_problems(source)
 
 

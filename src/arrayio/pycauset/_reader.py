@@ -24,8 +24,8 @@ except ImportError:  # not POSIX: concurrent updaters are not serialised there
     fcntl = None  # type: ignore[assignment]  # the module or None; checked before use
 
 from .._binary import Source
+from .._edge import open_source
 from .._readers import ReaderBase
-from .._sources import resolve
 from ..errors import ArrayIOError, FormatError, Problem, UnsupportedError
 from ._codec import decode_metadata
 from ._errors import ERRORS, ContainerClosedError
@@ -471,13 +471,13 @@ def source_problems(source: Source) -> list[Problem]:
 def load(path: Any, storage_options: dict | None = None) -> Container:
     """Open a ``.pycauset`` file (path, bytes, binary file, URL or fsspec file): header, metadata and a
     mapped payload, O(1); a remote payload is fetched on first use."""
-    source = Source.open(resolve(path, storage_options) if storage_options else path, ERRORS)
+    source = open_source(path, ERRORS, storage_options)
     return Container(source, source.name)
 
 
 def read_typed_metadata(path: Any) -> dict[str, Any]:
     """The decoded metadata map of the active slot (slot A on equal generations)."""
-    with Source.open(path, ERRORS) as source:
+    with open_source(path, ERRORS) as source:
         check_preamble(source)
         return read_block(source, require_active(read_slots(source)))
 
@@ -508,7 +508,7 @@ def _summary_of(slot: SlotState) -> SlotSummary:
 
 def summarize_container(path: Any) -> dict[str, Any]:
     """pycauset's summarize_container: preamble, both slots and the active one, without reading metadata."""
-    with Source.open(path, ERRORS) as source:
+    with open_source(path, ERRORS) as source:
         preamble = PREAMBLE.read(source, 0)
         slots = read_slots(source)
         active = choose_active(slots)

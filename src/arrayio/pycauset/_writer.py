@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from .._binary import Source, Writer, fsync_file, locked, output_stream, round_up, truncate_at, write_at
+from .._binary import Source, Writer, fsync_file, locked, round_up, truncate_at, write_at
+from .._edge import open_output
 from ..errors import UnsupportedError
 from ._codec import encode_metadata
 from ._errors import ERRORS
@@ -131,17 +132,18 @@ def pack_slot(generation: int, payload_offset: int, payload_length: int, metadat
     return SLOT.pack(**fields, slot_crc32=slot_crc(SLOT.pack(**fields)))
 
 
-def write_container(target: Any, chunks: Iterator[Any], payload_length: int, metadata: Mapping[str, Any]) -> None:
+def write_container(target: Any, chunks: Iterator[Any], payload_length: int, metadata: Mapping[str, Any],
+                    storage_options: dict | None = None) -> None:
     """Write a complete container: header (slot A gen 1, slot B gen 0), payload, padding, one block.
 
-    ``target`` is a path (written atomically), a file descriptor or a binary stream.
+    ``target`` is a path (written atomically), a URL, a file descriptor or a binary stream.
     """
     block = pack_block(metadata)
     metadata_offset = round_up(HEADER_BYTES + payload_length, METADATA_ALIGN)
     pointers = (HEADER_BYTES, payload_length, metadata_offset, len(block))
     header = (PREAMBLE.pack(magic=MAGIC, format_version=FORMAT_VERSION, endian=ENDIAN_LITTLE,
                             header_bytes=HEADER_BYTES) + pack_slot(1, *pointers) + pack_slot(0, *pointers))
-    with output_stream(target) as stream:
+    with open_output(target, storage_options) as stream:
         writer = Writer(stream)
         writer.write(header)
         writer.pad_to(HEADER_BYTES)
@@ -158,8 +160,9 @@ def write_container(target: Any, chunks: Iterator[Any], payload_length: int, met
 
 
 def save(matrix: Any, path: Any, *, properties: Mapping[str, Any] | None = None,
-         metadata: Mapping[str, Any] | None = None) -> None:
-    """Save a numpy matrix/vector or a packed layout to ``path`` atomically (temp file, fsync, rename)."""
+         metadata: Mapping[str, Any] | None = None, storage_options: dict | None = None) -> None:
+    """Save a numpy matrix/vector or a packed layout to ``path`` atomically (temp file, fsync, rename; an
+    existing file is replaced, as pycauset.save does), or to a URL with ``storage_options``."""
     layout, chunks = _prepare(matrix)
     document = identity_metadata(layout)
     for key, value in (metadata or {}).items():
@@ -170,7 +173,7 @@ def save(matrix: Any, path: Any, *, properties: Mapping[str, Any] | None = None,
         if "properties" in document:
             raise UnsupportedError("pycauset: give properties either as properties= or in metadata=, not both")
         document["properties"] = {key: value for key, value in properties.items() if value is not None}
-    write_container(path, chunks, layout.nbytes(), document)
+    write_container(path, chunks, layout.nbytes(), document, storage_options)
 
 
 
