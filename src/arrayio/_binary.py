@@ -656,7 +656,7 @@ def clear_leftovers(final: PathLike) -> list[str]:
 
     final = Path(os.fsdecode(final))
     pattern = re.compile(rf"\.{re.escape(final.name)}\.(\d+)\.{_TEMP_MARK}\.[A-Za-z0-9_]+\.tmp")
-    removed = []
+    removed: list[str] = []
     try:
         entries = list(os.scandir(final.parent))
     except OSError:

@@ -87,8 +87,8 @@ def _same_file(first: Path, second: Path) -> bool:
 
 
 def _source_paths(sources: Iterable[Any]) -> list[Path]:
-    return [Path(os.path.realpath(os.fsdecode(source))) for source in sources if is_local(source)
-            and not (isinstance(source, str) and _sources.is_url(source))]
+    paths = (local_path(source) for source in sources if isinstance(source, (str, os.PathLike)))
+    return [Path(os.path.realpath(path)) for path in paths if path]
 
 
 def _refuse(target: Any, reason: str) -> OutputExistsError:

@@ -38,7 +38,7 @@ def test_compress_decompress_naming_and_force(cli, data_file, tmp_path):
     assert packed.exists()
     result = cli("blpk", "c", data_file)
     assert result.returncode == 1
-    assert result.stderr.decode().strip() == f"arrayio: output file '{packed}' exists!"
+    assert result.stderr.decode().strip() == f"arrayio: output file '{packed}' exists! (--force replaces it)"
     _ok(cli("blpk", "--force", "c", data_file))
     result = cli("blpk", "d", packed)
     assert result.returncode == 1 and b"exists!" in result.stderr

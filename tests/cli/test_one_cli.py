@@ -64,7 +64,7 @@ def test_bloscpack_group_and_blpk_alias(cli, tmp_path):
         assert "compress|c" in _ok(cli(group, "--help"))
         result = cli(group, "c", data, tmp_path / "a.blp")
         assert result.returncode == 1
-        assert result.stderr.decode() == f"arrayio: output file '{tmp_path / 'a.blp'}' exists!\n"
+        assert result.stderr.decode() == f"arrayio: output file '{tmp_path / 'a.blp'}' exists! (--force replaces it)\n"
     listed = _ok(cli("--help"))
     assert "bloscpack" in listed and "alias: blpk" in listed and "kdb" in listed
 

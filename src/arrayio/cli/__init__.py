@@ -19,11 +19,14 @@ import click
 from .. import __version__
 from .. import info as file_info
 from .. import validate as file_problems
-from .._registry import available_formats, module_for, module_of_file
+from .._edge import open_output
+from .._registry import FORMATS, available_formats, module_for, module_of_file
 from ..errors import ArrayIOError, FormatError, Problem
 from ._common import (
+    check_target,
     emit_json,
     fail,
+    force_option,
     json_option,
     problem_object,
     progress,
@@ -195,7 +198,9 @@ def cat(file: str, key: str, storage_options: tuple[str, ...]) -> None:
 @click.option("--compression", type=click.Choice(["zstd", "blosc"]), default="zstd", show_default=True,
               help="Compression of zarr targets.")
 @storage_option
-def convert(source: str, target: str, to: str | None, compression: str, storage_options: tuple[str, ...]) -> None:
+@force_option
+def convert(source: str, target: str, to: str | None, compression: str, storage_options: tuple[str, ...],
+            force: bool) -> None:
     """Convert SOURCE to TARGET chunk by chunk (paths or URLs; arrayio's five formats, .zarr, .npz, .npy)."""
     from ..convert import TARGETS, source_format, target_format, total_bytes
     from ..convert import convert as convert_file
@@ -207,7 +212,7 @@ def convert(source: str, target: str, to: str | None, compression: str, storage_
              f"converts to {', '.join(TARGETS.get(source_name, ()))}", 2)
     with progress(os.path.basename(source), total_bytes(source, options) or None, unit="bytes") as bar:
         convert_file(source, target, to=to, compression=compression, storage_options=options,
-                     progress=bar.advance)
+                     progress=bar.advance, force=force)
     click.echo(f"{source} ({source_name}) -> {target} ({target_name})")
 
 
@@ -215,16 +220,20 @@ def convert(source: str, target: str, to: str | None, compression: str, storage_
 @click.argument("file")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the references here (default: stdout).")
 @storage_option
-def refs(file: str, output: str | None, storage_options: tuple[str, ...]) -> None:
+@force_option
+def refs(file: str, output: str | None, storage_options: tuple[str, ...], force: bool) -> None:
     """Write kerchunk references (version 1) for FILE's arrays, and what was left out."""
     from ..kerchunk import references
 
+    if output is not None:
+        check_target(output, force, file)
     result = references(file, storage_options_of(storage_options) or None)
     text = json.dumps(result, indent=1, ensure_ascii=False)
     if output is None:
         click.echo(text)
         return
-    Path(output).write_text(text + "\n", encoding="utf-8")
+    with open_output(output) as stream:
+        stream.write((text + "\n").encode("utf-8"))
     for item in result["left_out"]:
         click.echo(f"left out {item['path']}: {item['reason']}", err=True)
     click.echo(f"{file} -> {output} ({sum(1 for value in result['refs'].values() if isinstance(value, list))} "
@@ -247,11 +256,15 @@ def _demo_one(name: str, folder: Path) -> dict[str, Any]:
 @main.command()
 @click.argument("folder", required=False, type=click.Path(file_okay=False))
 @json_option
+@force_option
 @click.pass_context
-def demo(ctx: click.Context, folder: str | None, as_json: bool) -> None:
+def demo(ctx: click.Context, folder: str | None, as_json: bool, force: bool) -> None:
     """Write, read back and validate a sample file of every format."""
     if folder is None:
         folder = tempfile.mkdtemp(prefix="arrayio-demo-")
+    for name in available_formats():
+        for extension in FORMATS[name].extensions:
+            check_target(os.path.join(folder, f"demo{extension}"), force)
     Path(folder).mkdir(parents=True, exist_ok=True)
     results = [_demo_one(name, Path(folder)) for name in available_formats()]
     if as_json:

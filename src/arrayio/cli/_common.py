@@ -17,6 +17,7 @@ from typing import Any, NoReturn
 
 import click
 
+from .._edge import check_output
 from .._sources import is_url, resolve
 from ..errors import ArrayIOError, FormatError, Problem, describe
 
@@ -121,6 +122,20 @@ def target_of(file: str, pairs: Iterable[str]) -> Any:
             raise click.BadParameter(f"{file}: --storage-option applies to URLs only", param_hint="--storage-option")
         return file
     return resolve(file, options)
+
+
+def force_option(function: Callable) -> Callable:
+    """The ``--force`` flag of every verb that writes: without it an existing output is refused."""
+    return click.option("--force", "force", is_flag=True,
+                        help="Replace an existing output (a folder only when it is one arrayio writes).")(function)
+
+
+def check_target(target: Any, force: bool, *sources: Any, folder: bool = False,
+                 replaces: Callable[[Any], bool] | None = None) -> None:
+    """Refuse ``target`` before any work is done unless it may be written (``--force`` for an existing one;
+    never ``.``, a source or a folder holding one)."""
+    check_output(target, force=force, sources=[source for source in sources if isinstance(source, str)],
+                 folder=folder, replaces=replaces)
 
 
 def json_option(function: Callable) -> Callable:

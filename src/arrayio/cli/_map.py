@@ -10,6 +10,7 @@ import click
 from .._registry import FORMATS
 from ..bytemap import map_file
 from ..errors import ArrayIOError
+from ._common import check_target, force_option
 
 
 @click.command(name="map")
@@ -21,14 +22,17 @@ from ..errors import ArrayIOError
 @click.option("--format", "format_name", type=click.Choice(sorted(FORMATS)),
               help="Read FILE as this format (default: detected from its magic bytes).")
 @click.option("--no-validate", is_flag=True, help="Do not run validate (problems are then only where parsing stopped).")
+@force_option
 def map_command(file: str, as_json: bool, png: str | None, width: int, format_name: str | None,
-                no_validate: bool) -> None:
+                no_validate: bool, force: bool) -> None:
     """Show every byte of FILE as sections in file order: offset, length, kind and label.
 
     The sections tile the file exactly; bytes no parsed structure explains are
     `unaccounted`. On a corrupt file the map shows what parses and where
     parsing stopped. Exit 0 when the file is valid, 1 when it has problems.
     """
+    if png:
+        check_target(png, force, file)
     try:
         bytemap = map_file(file, format_name, check=not no_validate)
     except ArrayIOError as error:

@@ -32,8 +32,8 @@ from ..bloscpack import (
     unpack_file_from_file,
 )
 from ..bloscpack._records import MAX_BUFFERSIZE, SUFFIXES, reverse_pretty
+from ._common import check_target, progress
 from ._common import fail as _fail
-from ._common import progress
 
 PROGRESS_THRESHOLD = 64 * 2**20
 _VERBOSITY = {"level": 0}
@@ -53,12 +53,19 @@ def _bar(total: int, label: str) -> Any:
 def _check_files(in_file: str, out_file: str, force: bool) -> None:
     if not os.path.exists(in_file):
         _fail(f"input file '{in_file}' does not exist!")
-    if os.path.exists(out_file):
+    if os.path.lexists(out_file):
         if not force:
-            _fail(f"output file '{out_file}' exists!")
+            _fail(f"output file '{out_file}' exists! (--force replaces it)")
         _say(1, f"overwriting existing file: '{out_file}'")
+    check_target(out_file, force, in_file)
     _say(1, f"input file is: '{in_file}'")
     _say(1, f"output file is: '{out_file}'")
+
+
+def _force_option(function: Callable) -> Callable:
+    """``-f``/``--force`` after the subcommand too: the same flag as the group's (and every other verb's)."""
+    return click.option("-f", "--force", "force", is_flag=True,
+                        help="disable overwrite checks for existing files (as the group's -f)")(function)
 
 
 def _read_metadata_file(path: str | None) -> Any:
@@ -154,12 +161,14 @@ def bloscpack(ctx: click.Context, verbose: bool, debug: bool, force: bool, nthre
 @click.option("-m", "--metadata", type=str, default=None, help="file containing the metadata, must contain valid JSON")
 @click.argument("in_file")
 @click.argument("out_file", required=False)
+@_force_option
 @click.pass_context
 def compress(ctx: click.Context, typesize: int, clevel: int, shuffle: bool, cname: str, chunk_size: int,
-             checksum: str, offsets: bool, metadata: str | None, in_file: str, out_file: str | None) -> None:
+             checksum: str, offsets: bool, metadata: str | None, in_file: str, out_file: str | None,
+             force: bool) -> None:
     """perform compression on file"""
     out_file = out_file or in_file + EXTENSION
-    _check_files(in_file, out_file, ctx.obj["force"])
+    _check_files(in_file, out_file, force or ctx.obj["force"])
     value = _read_metadata_file(metadata)
     blosc_args = BloscArgs(typesize=typesize, clevel=clevel, shuffle=shuffle, cname=cname)
     _say(2, f"blosc args: {dict(blosc_args)}; chunk size {chunk_size}; checksum {checksum}; offsets {offsets}")
@@ -176,8 +185,10 @@ def compress(ctx: click.Context, typesize: int, clevel: int, shuffle: bool, cnam
               help="disable checking input file for extension (*.blp) (requires use of <out_file>)")
 @click.argument("in_file")
 @click.argument("out_file", required=False)
+@_force_option
 @click.pass_context
-def decompress(ctx: click.Context, no_check_extension: bool, in_file: str, out_file: str | None) -> None:
+def decompress(ctx: click.Context, no_check_extension: bool, in_file: str, out_file: str | None,
+               force: bool) -> None:
     """perform decompression on file"""
     if no_check_extension:
         if out_file is None:
@@ -185,7 +196,7 @@ def decompress(ctx: click.Context, no_check_extension: bool, in_file: str, out_f
     elif not in_file.endswith(EXTENSION):
         _fail(f"input file '{in_file}' does not end with '{EXTENSION}'")
     out_file = out_file or in_file[:-len(EXTENSION)]
-    _check_files(in_file, out_file, ctx.obj["force"])
+    _check_files(in_file, out_file, force or ctx.obj["force"])
     with _bar(info(in_file)["nbytes"], "decompress") as bar:
         metadata = unpack_file_from_file(in_file, out_file, progress=bar.advance)
     if metadata:

@@ -6,7 +6,7 @@ import click
 
 from ..kdb import convert, lerobot, tools
 from ..kdb import open as open_file
-from ._common import emit_json, progress, storage_option, storage_options_of
+from ._common import check_target, emit_json, force_option, progress, storage_option, storage_options_of
 
 COMPRESS_CHOICES = click.Choice(["jpeg", "png", "none"])
 
@@ -30,9 +30,11 @@ def kdb() -> None:
 @click.option("--embodiment", default="", help="Robot name stored in every episode.")
 @click.option("--task", default=None, help="Task text (default: env_name from data.attrs['env_args']).")
 @click.option("--fps", type=float, default=10.0, show_default=True, help="Control frequency.")
+@force_option
 def ingest_hdf5(source: str, target: str, compress: str, quality: int, embodiment: str, task: str | None,
-                fps: float) -> None:
+                fps: float, force: bool) -> None:
     """Convert a robomimic-layout HDF5 file SOURCE to TARGET.kdb."""
+    check_target(target, force, source)
     with progress("demos") as bar:
         count = convert.ingest_hdf5(source, target, compress=_compress(compress), quality=quality,
                                     embodiment=embodiment, task=task, fps=fps, progress=bar.update)
@@ -49,9 +51,11 @@ def ingest_hdf5(source: str, target: str, compress: str, quality: int, embodimen
 @click.option("--fps", type=float, default=None, help="Frame rate (default: fps from meta/info.json).")
 @click.option("--tolerance-s", type=float, default=lerobot.TOLERANCE_S, show_default=True,
               help="How far a video frame may be from its row's timestamp.")
+@force_option
 def ingest_lerobot(source: str, target: str, compress: str, quality: int, embodiment: str | None,
-                   fps: float | None, tolerance_s: float) -> None:
+                   fps: float | None, tolerance_s: float, force: bool) -> None:
     """Convert a LeRobot dataset SOURCE (v2.1 or v3.0, video features included) to TARGET.kdb."""
+    check_target(target, force, source)
     with progress("parquet files") as bar:
         count = lerobot.ingest_lerobot(source, target, compress=_compress(compress), quality=quality,
                                        embodiment=embodiment, fps=fps, tolerance_s=tolerance_s,
@@ -67,12 +71,13 @@ def ingest_lerobot(source: str, target: str, compress: str, quality: int, embodi
               help="Video codec (LeRobot's default is AV1).")
 @click.option("--crf", type=click.IntRange(0, 63), default=None, help="Encoder quality (default: 30 AV1, 23 H.264).")
 @click.option("--robot-type", default=None, help="robot_type in info.json (default: the first embodiment).")
+@force_option
 def export_lerobot(source: str, target: str, images: bool, codec: str, crf: int | None,
-                   robot_type: str | None) -> None:
-    """Write SOURCE.kdb as a LeRobot v3.0 dataset in the new folder TARGET."""
+                   robot_type: str | None, force: bool) -> None:
+    """Write SOURCE.kdb as a LeRobot v3.0 dataset in the new folder TARGET (--force replaces a LeRobot dataset)."""
     with progress("episodes") as bar:
         count = lerobot.export_lerobot(source, target, video=not images, codec=codec, crf=crf,
-                                       robot_type=robot_type, progress=bar.update)
+                                       robot_type=robot_type, progress=bar.update, force=force)
     click.echo(f"{source} -> {target}: {count} episodes (LeRobot {lerobot.CODEBASE_VERSION})")
 
 
@@ -81,8 +86,11 @@ def export_lerobot(source: str, target: str, images: bool, codec: str, crf: int 
 @click.option("-o", "--output", "target", required=True, type=click.Path(dir_okay=False), help="The merged file.")
 @click.option("--keep-ids", is_flag=True, help="Keep the episode ids (they must be unique across the inputs).")
 @storage_option
-def merge(sources: tuple[str, ...], target: str, keep_ids: bool, storage_options: tuple[str, ...]) -> None:
+@force_option
+def merge(sources: tuple[str, ...], target: str, keep_ids: bool, storage_options: tuple[str, ...],
+          force: bool) -> None:
     """Concatenate the episodes of SOURCES (files, URLs or globs) into one file, image bytes copied as they are."""
+    check_target(target, force, *sources)
     with progress("episodes") as bar:
         count = tools.merge(sources, target, keep_ids=keep_ids, progress=bar.update,
                             storage_options=storage_options_of(storage_options) or None)
@@ -100,9 +108,11 @@ def merge(sources: tuple[str, ...], target: str, keep_ids: bool, storage_options
 @click.option("--where", default=None,
               help="A boolean expression, e.g. 'fps >= 10 and success and task != \'idle\'' "
                    f"(fields: {', '.join(tools.WHERE_FIELDS)}).")
+@force_option
 def filter_(source: str, target: str, task: str | None, embodiment: str | None, success: str | None,
-            min_frames: int | None, where: str | None) -> None:
+            min_frames: int | None, where: str | None, force: bool) -> None:
     """Copy the episodes of SOURCE that meet every condition into TARGET (episode ids kept)."""
+    check_target(target, force, source)
 
     def run() -> tuple[int, int]:
         """Build the predicate, then copy."""
@@ -134,8 +144,10 @@ def stats(sources: tuple[str, ...], as_json: bool, storage_options: tuple[str, .
 @click.argument("source", type=click.Path(dir_okay=False, exists=True))
 @click.argument("target", type=click.Path(dir_okay=False))
 @click.option("--no-images", is_flag=True, help="Leave the camera images out.")
-def export(source: str, target: str, no_images: bool) -> None:
+@force_option
+def export(source: str, target: str, no_images: bool, force: bool) -> None:
     """Write every episode of SOURCE.kdb into TARGET.npz (images decoded, metadata in episodes.json)."""
+    check_target(target, force, source)
     with progress("episodes") as bar:
         count = convert.export_npz(source, target, images=not no_images, progress=bar.update)
     click.echo(f"{source} -> {target}: {count} episodes")
@@ -149,8 +161,11 @@ def export(source: str, target: str, no_images: bool) -> None:
 @click.option("--frames", type=click.IntRange(1, 64), default=8, show_default=True,
               help="Camera frames in the strip.")
 @click.option("--by-id", is_flag=True, help="EPISODE is an episode id, not a position.")
-def show(file: str, episode: int, png: str | None, frames: int, by_id: bool) -> None:
+@force_option
+def show(file: str, episode: int, png: str | None, frames: int, by_id: bool, force: bool) -> None:
     """Describe episode EPISODE of FILE (and draw it with --png)."""
+    if png:
+        check_target(png, force, file)
     with open_file(file) as reader:
         position = reader.position_of(episode) if by_id else episode
         data = reader.read_episode(position)

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from .._binary import atomic_folder
+from .._edge import open_output_folder
 from .._names import confined, path_segment, relative_under
 from ..errors import UnsafeNameError
 from ._images import EncodedImage
@@ -402,9 +402,20 @@ class _VideoReader:
 # -- export -----------------------------------------------------------------------------------------
 
 
+def is_lerobot_dataset(path: Path) -> bool:
+    """True for a folder holding a LeRobot dataset (``meta/info.json`` with a ``codebase_version``): the only
+    folders ``export_lerobot(..., force=True)`` replaces."""
+    try:
+        info = json.loads((Path(path) / "meta" / "info.json").read_text("utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(info, dict) and isinstance(info.get("codebase_version"), str)
+
+
 def export_lerobot(source: Any, target: Any, *, video: bool = True, codec: str = "av1", crf: int | None = None,
-                   robot_type: str | None = None, progress: Progress = _no_progress) -> int:
-    """Write a .kdb file as a LeRobot v3.0 dataset folder ``target`` (which must not exist yet).
+                   robot_type: str | None = None, progress: Progress = _no_progress, force: bool = False) -> int:
+    """Write a .kdb file as a LeRobot v3.0 dataset folder ``target``, which must not exist yet unless ``force``
+    (then only a LeRobot dataset is replaced, never another folder).
 
     Cameras become ``observation.images.<camera>`` features: MP4 videos
     (``codec`` "av1" as LeRobot's default, or "h264"; yuv420p, a keyframe every
@@ -415,10 +426,8 @@ def export_lerobot(source: Any, target: Any, *, video: bool = True, codec: str =
     """
     if codec not in VIDEO_CODECS:
         raise ValueError(f"kdb: codec must be one of {sorted(VIDEO_CODECS)}, got {codec!r}")
-    target = Path(target)
-    if target.exists():
-        raise FileExistsError(f"kdb: {target} already exists; export-lerobot writes a new folder")
-    with atomic_folder(target) as building, open_file(source) as kdb:
+    with open_output_folder(target, replaces=is_lerobot_dataset, force=force, sources=[source]) as building, \
+            open_file(source) as kdb:
         building.mkdir()
         return _export(kdb, building, video=video, codec=codec, crf=crf, robot_type=robot_type,
                        progress=progress)
