@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._binary import Source
-from ._edge import open_source
+from ._edge import open_output, open_source
 from ._registry import FORMATS, detect
 from .errors import ArrayIOError, FormatError, Problem
 
@@ -370,7 +370,8 @@ def draw_png(bytemap: ByteMap, out: Any, width: int = 1200) -> tuple[int, int]:
               for kind in _legend_kinds(bytemap)]
     figure.legend(handles=legend, loc="lower left", ncol=_LEGEND_PER_ROW, frameon=False, fontsize=8,
                   bbox_to_anchor=(left / width_px, 2 / height_px))
-    figure.savefig(out, dpi=_DPI, format="png")
+    with open_output(out) as stream:  # a path is written atomically; a link there is replaced, not followed
+        figure.savefig(stream, dpi=_DPI, format="png")
     return width_px, height_px
 
 

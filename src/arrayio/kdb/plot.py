@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from .._binary import atomic_write
+from .._edge import open_output
 from ._reader import KdbFile
 
 # Beyond this many dimensions the curves stop being readable one by one; the legend is dropped.
@@ -64,6 +64,6 @@ def episode_png(kdb: KdbFile, position: int, target: Any, *, frames: int = 8, dp
             if column == 0:
                 axes.set_ylabel(camera, fontsize=9)
             axes.set_title(f"t={seconds[pick]:.2f}s" if meta.fps > 0 else f"frame {pick}", fontsize=8)
-    with atomic_write(os.fspath(target)) as stream:
+    with open_output(os.fspath(target)) as stream:
         figure.savefig(stream, format="png")
     plt.close(figure)
