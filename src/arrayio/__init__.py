@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from . import errors
+from ._edge import remote_target
 from ._registry import FORMATS, Reader, available_formats, detect, module_of_file
-from ._sources import RemoteFile, SourceStats, resolve
+from ._sources import RemoteFile, SourceStats
 from .errors import (
     ArrayIOError,
     ChecksumError,
@@ -63,20 +64,20 @@ def open(path: Any, storage_options: dict | None = None) -> Reader:  # noqa: A00
     A URL is detected and opened from the same first response; ``storage_options``
     go to its fsspec filesystem.
     """
-    target = resolve(path, storage_options)
+    target = remote_target(path, storage_options)
     return module_of_file(target).open(target)
 
 
 def info(path: Any, storage_options: dict | None = None) -> dict:
     """Facts about a file of any supported format, as a JSON-friendly dict (keys: docs/cli.md)."""
-    target = resolve(path, storage_options)
+    target = remote_target(path, storage_options)
     return module_of_file(target).info(target)
 
 
 def validate(path: Any, storage_options: dict | None = None) -> list[Problem]:
     """Problems found in a file of any supported format (empty list: valid)."""
     try:
-        target = resolve(path, storage_options)
+        target = remote_target(path, storage_options)
         module = module_of_file(target)
     except FormatError as error:
         return [Problem.from_error(error)]

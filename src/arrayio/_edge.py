@@ -34,8 +34,7 @@ from ._binary import Source, _write_error_class, atomic_folder, is_path, output_
 from .errors import ErrorKinds, OutputExistsError, UnsupportedError
 
 __all__ = ["FORCE_HINT", "check_output", "is_local", "local_path", "open_output", "open_output_folder", "open_source",
-           "remote_source",
-           "remote_target"]
+           "options_for", "remote_source", "remote_target"]
 
 FORCE_HINT = "--force (force=True in Python) replaces it"
 _DEFAULT_ERRORS = ErrorKinds("file")
@@ -68,10 +67,16 @@ def open_source(target: Any, errors: ErrorKinds = _DEFAULT_ERRORS, storage_optio
     return remote if remote is not None else Source.open(remote_target(target), errors)
 
 
+def options_for(target: Any, storage_options: dict | None) -> dict | None:
+    """``storage_options`` when ``target`` is read through a remote transport, else None: a list of sources
+    may mix local paths and URLs, and the options belong to the URLs."""
+    return storage_options if storage_options and _sources.is_remote(target) else None
+
+
 def remote_source(target: Any, errors: ErrorKinds, storage_options: dict | None = None) -> Source | None:
     """The Source of a URL, fsspec file or ``RemoteFile``; None for a local target (a path, fd or stream that
     the caller reads its own way, e.g. from a file position). ``storage_options`` apply to URLs only."""
-    if _sources.is_remote(target) or (isinstance(target, str) and _sources.is_url(target) and not is_local(target)):
+    if _sources.is_remote(target):
         return _sources.open_source(target, errors, storage_options)
     if storage_options:
         raise TypeError(f"storage_options apply to URLs and fsspec files, not to {type(target).__name__}")
@@ -100,7 +105,7 @@ def check_output(target: Any, *, force: bool = True, sources: Iterable[Any] = ()
     """Check that ``target`` may be written (raises OutputExistsError naming the way to replace it, or why it
     never may be); returns whether something is there to be replaced. A URL is only checked for existence."""
     if not is_local(target):
-        if not force and (_sources.is_remote(target) or _sources.is_url(target)):
+        if not force and _sources.is_remote(target):
             remote = target if isinstance(target, _sources.RemoteFile) or not storage_options else \
                 _sources.RemoteFile(target, storage_options)
             _refuse_existing_object(remote)
@@ -149,7 +154,7 @@ def open_output(target: Any, storage_options: dict | None = None, *, force: bool
     """The one way to publish a file: a binary stream whose bytes become ``target`` only when the block ends
     without an error (a local path by temp file, fsync and rename; a URL, fsspec file or ``RemoteFile`` by one
     upload; an fd or file object is written into). ``force=False`` refuses an existing target."""
-    if not is_local(target) and (_sources.is_remote(target) or _sources.is_url(target)):
+    if _sources.is_remote(target):
         remote = target if isinstance(target, _sources.RemoteFile) or not storage_options else \
             _sources.RemoteFile(target, storage_options)
         check_output(remote, force=force)

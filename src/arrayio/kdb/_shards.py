@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from .._sources import expand_url_pattern, is_remote, is_url_pattern
+from .._edge import options_for
+from .._sources import expand_url_pattern, is_url_pattern
 from ._reader import KdbFile
 
 _GLOB_CHARACTERS = frozenset("*?[")
@@ -74,7 +75,7 @@ def open_shard(source: Any, storage_options: dict | None = None, *, on_bad_image
     # The package's open, not the reader's: it is the one that learns new kinds of source (URLs).
     from . import open as open_kdb
 
-    options = storage_options if storage_options and is_remote(source) else None
+    options = options_for(source, storage_options)
     return open_kdb(source, on_bad_image=on_bad_image, storage_options=options)
 
 
