@@ -55,7 +55,7 @@ def convert_cli(source: Path, target: Path) -> None:
 
     from arrayio.cli import main
 
-    result = CliRunner().invoke(main, ["convert", str(source), str(target)])
+    result = CliRunner().invoke(main, ["convert", str(source), str(target), "--force"])
     if result.exit_code != 0:
         raise CliFailure(result.exit_code, result.stderr)
 
@@ -74,7 +74,7 @@ def convert_in_child(source: Path, target: Path) -> None:
     from arrayio.cli import main
 
     with contextlib.suppress(SystemExit):
-        main(["convert", str(source), str(target)], standalone_mode=False)
+        main(["convert", str(source), str(target), "--force"], standalone_mode=False)
 
 
 def _pycauset_holds(array: np.ndarray, properties: dict) -> Callable[[Path], bool]:

@@ -17,8 +17,7 @@ from typing import Any, NoReturn
 
 import click
 
-from .._edge import check_output
-from .._sources import is_url, resolve
+from .._edge import check_output, is_local, remote_target
 from ..errors import ArrayIOError, FormatError, Problem, describe
 
 PREFIX = "arrayio"
@@ -117,11 +116,11 @@ def storage_option(function: Callable) -> Callable:
 def target_of(file: str, pairs: Iterable[str]) -> Any:
     """The path, or a RemoteFile for a URL (opened once, shared by detection and the reader)."""
     options = storage_options_of(pairs)
-    if not is_url(file):
+    if is_local(file):
         if options:
             raise click.BadParameter(f"{file}: --storage-option applies to URLs only", param_hint="--storage-option")
         return file
-    return resolve(file, options)
+    return remote_target(file, options)
 
 
 def force_option(function: Callable) -> Callable:
