@@ -67,19 +67,25 @@ VERBS = {
 }
 
 
-@pytest.mark.parametrize("verb", sorted(VERBS))
-def test_every_writer_verb_refuses_an_existing_target_unless_forced(capsys, inputs, verb):
+def refused_then_forced(capsys, verb: str, inputs: dict[str, Path], target: Path) -> None:
+    """Run ``verb`` onto the existing ``target``: refused naming --force, then done with --force."""
     module, argv = VERBS[verb]
     if module:
         pytest.importorskip(module)
-    target = inputs["folder"] / "existing.out"
-    target.write_bytes(SENTINEL)
     args = argv(inputs, target)
+    before = target.read_bytes()
     code, err = invoke(capsys, *args)
     assert code == 1 and "--force" in err, err
-    assert target.read_bytes() == SENTINEL
+    assert target.read_bytes() == before
     code, err = invoke(capsys, *args, "--force")
     assert code == 0, err
+
+
+@pytest.mark.parametrize("verb", sorted(VERBS))
+def test_every_writer_verb_refuses_an_existing_target_unless_forced(capsys, inputs, verb):
+    target = inputs["folder"] / "existing.out"
+    target.write_bytes(SENTINEL)
+    refused_then_forced(capsys, verb, inputs, target)
     assert target.read_bytes() != SENTINEL
 
 
@@ -166,16 +172,11 @@ def test_kastore_dump_to_an_empty_name_raises_file_not_found_as_kastore_does():
 
 @pytest.mark.parametrize("verb", ["refs", "map --png", "convert"])
 def test_a_symlink_at_the_destination_is_replaced_not_followed(capsys, inputs, verb):
-    module, argv = VERBS[verb]
-    if module:
-        pytest.importorskip(module)
     victim = inputs["folder"] / "victim.txt"
     victim.write_bytes(SENTINEL)
     link = inputs["folder"] / "planted.out"
     link.symlink_to(victim)
-    code, err = invoke(capsys, *argv(inputs, link))
-    assert code == 1 and "--force" in err
-    assert invoke(capsys, *argv(inputs, link), "--force")[0] == 0
+    refused_then_forced(capsys, verb, inputs, link)
     assert victim.read_bytes() == SENTINEL
     assert not link.is_symlink() and link.stat().st_size > 0
 
