@@ -139,7 +139,7 @@ def check_output(target: Any, *, force: bool = True, sources: Iterable[Any] = ()
     else:  # a FIFO, a device: written into, not replaced
         return False
     if not force:
-        raise _refuse(name, f"{name} exists ({kind}); {FORCE_HINT}")
+        raise _refuse(name, f"{name} already exists ({kind}); {FORCE_HINT}")
     if stat.S_ISDIR(info.st_mode):
         if not folder:  # what kastore and open() raise for a folder
             raise _write_error_class(IsADirectoryError)("create", name, OSError(errno.EISDIR, "Is a directory"))
@@ -174,7 +174,7 @@ def open_output(target: Any, storage_options: dict | None = None, *, force: bool
 def _refuse_existing_object(target: Any) -> None:
     fs, path, url = _sources._target_fs(target)
     if fs.exists(path):
-        raise _refuse(url, f"{url} exists; {FORCE_HINT}")
+        raise _refuse(url, f"{url} already exists; {FORCE_HINT}")
 
 
 @contextlib.contextmanager

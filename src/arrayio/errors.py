@@ -189,6 +189,9 @@ class OutputExistsError(ArrayIOError, FileExistsError):
     """An output target exists and was not to be replaced (``--force`` / ``force=True`` not given),
     or it is something no writer may ever replace (``.``, the source, a folder this tool did not write)."""
 
+    def __str__(self) -> str:
+        return str(self.strerror)
+
 
 class UnsafeNameError(FormatError):
     """A name that came from a file (a key, camera or feature name, a path template) would not stay

@@ -16,9 +16,12 @@ from PIL import Image
 
 import arrayio
 from arrayio import kdb
+from arrayio._names import _problem
 from arrayio.kdb._records import HEADER, INDEX_ENTRY
 
 names = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+# Camera names become folder and member names in every export: the Writer refuses those no reader could map.
+camera_names = names.filter(lambda name: _problem(name) is None)
 
 
 @st.composite
@@ -31,7 +34,7 @@ def episodes(draw):
                                     min_size=frames, max_size=frames)), np.float32).reshape(frames, state_dim)
     actions = np.array(draw(st.lists(st.lists(floats, min_size=action_dim, max_size=action_dim),
                                      min_size=frames, max_size=frames)), np.float32).reshape(frames, action_dim)
-    cameras = draw(st.lists(names, max_size=3, unique=True))
+    cameras = draw(st.lists(camera_names, max_size=3, unique=True))
     images = {}
     for number, camera in enumerate(cameras):
         channels = draw(st.sampled_from([1, 3, 4]))
@@ -178,6 +181,8 @@ def test_raw_pixels_that_look_like_jpeg_stay_raw(tmp_path):
     (lambda w: w.add_episode(np.zeros((1, 1)), np.zeros((1, 1)), images={"c": np.zeros((1, 2, 2), np.float32)}),
      "uint8"),
     (lambda w: w.add_episode(np.zeros((1, 1)), np.zeros((1, 1)), images={"c" * 70000: np.zeros((1, 2, 2), np.uint8)}),
+     "camera name"),
+    (lambda w: w.add_episode(np.zeros((1, 1)), np.zeros((1, 1)), images={"../c": np.zeros((1, 2, 2), np.uint8)}),
      "camera name"),
     (lambda w: w.add_episode(np.zeros((1, 1)), np.zeros((1, 1)), success=1), "success must be"),
 ])

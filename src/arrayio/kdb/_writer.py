@@ -235,6 +235,8 @@ class Writer:
         step["reward"], step["is_terminal"] = check_f32(reward, "reward"), bool(terminal)
         images = dict(images or {})
         _check_camera_count(len(images))
+        for name in images:  # before anything is spooled: a refused name leaves the episode as it was
+            _camera_prefix(name)
         prepared = [(name, self._prepare_image(image, name, episode.num_frames)) for name, image in images.items()]
         self._guarded(self._spool_frame, episode, step, prepared)
 
