@@ -154,3 +154,16 @@ def test_ingest_lerobot_refuses_symlinked_parquet_leading_outside(tmp_path):
 
 def test_unsafe_names_are_format_errors():
     assert issubclass(UnsafeNameError, FormatError)
+
+
+def test_convert_to_npz_refuses_keys_that_would_leave_the_archive(tmp_path):
+    from arrayio import kastore
+    from arrayio.convert import convert
+
+    kastore.dump({"nodes/time": np.arange(3), "../../escape": np.arange(2)}, tmp_path / "keys.kas")
+    with pytest.raises(UnsafeNameError, match="escape"):
+        convert(tmp_path / "keys.kas", tmp_path / "out.npz")
+    assert not (tmp_path / "out.npz").exists()
+    kastore.dump({"nodes/time": np.arange(3)}, tmp_path / "fine.kas")
+    convert(tmp_path / "fine.kas", tmp_path / "fine.npz")
+    assert np.load(tmp_path / "fine.npz")["nodes/time"].tolist() == [0, 1, 2]
