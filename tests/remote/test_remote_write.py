@@ -185,3 +185,20 @@ def test_every_writer_takes_storage_options(s3_server, s3_options, writer):
 def test_writers_refuse_storage_options_for_a_local_path(tmp_path):
     with pytest.raises(TypeError, match="storage_options"):
         kastore.dump(_keyed_data(), tmp_path / "x.kas", storage_options={"anon": True})
+
+
+def test_convert_refuses_an_existing_object_unless_forced(s3_server, s3_options, tmp_path):
+    from arrayio.convert import convert
+    from arrayio.errors import OutputExistsError
+
+    source = tmp_path / "in.kas"
+    kastore.dump(_keyed_data(), source)
+    url = f"s3://{BUCKET}/refused/out.kast"
+    kast.dump({"old": np.arange(2)}, url, storage_options=s3_options)
+    with pytest.raises(OutputExistsError, match="--force"):
+        convert(source, url, storage_options=s3_options, force=False)
+    with arrayio.open(url, storage_options=s3_options) as reader:
+        assert list(reader) == ["old"]
+    convert(source, url, storage_options=s3_options, force=True)
+    with arrayio.open(url, storage_options=s3_options) as reader:
+        assert sorted(reader) == ["a", "b", "c"]
