@@ -702,7 +702,8 @@ def atomic_folder(target: PathLike, replace: bool = False) -> Iterator[Path]:
 def atomic_write(path: PathLike, buffering: int = -1) -> Iterator[BinaryIO]:
     """Write a new local file under ``path`` crash-safely: temp file in the same folder,
     flush, fsync, rename over the target, fsync the folder. On error the
-    target is untouched and the temp file removed; what a killed run left is removed by the next.
+    target is untouched and the temp file removed. (What a killed run left is cleared once per CLI run,
+    by ``clear_leftovers``: scanning the folder on every write would make a write cost O(folder size).)
 
     A symlink at ``path`` is replaced itself, as rename(2) does: never followed, so a link planted
     in a shared folder cannot redirect the write. A replaced regular file keeps its permission bits.
@@ -715,7 +716,6 @@ def atomic_write(path: PathLike, buffering: int = -1) -> Iterator[BinaryIO]:
         mode = stat.S_IMODE(existing.st_mode) if stat.S_ISREG(existing.st_mode) else _creation_mode()
     except FileNotFoundError:
         mode = _creation_mode()
-    clear_leftovers(target)
     fd, temp_name = _os_call("create", name, lambda: tempfile.mkstemp(prefix=_temp_prefix(target), suffix=".tmp",
                                                                       dir=folder))
     try:

@@ -24,6 +24,7 @@ from .._registry import FORMATS, available_formats, module_for, module_of_file
 from ..errors import ArrayIOError, FormatError, Problem
 from ._common import (
     check_target,
+    clear_leftovers_of,
     emit_json,
     fail,
     force_option,
@@ -206,6 +207,7 @@ def convert(source: str, target: str, to: str | None, compression: str, storage_
     from ..convert import convert as convert_file
 
     options = storage_options_of(storage_options) or None
+    clear_leftovers_of(target)
     source_name, target_name = source_format(source, options), target_format(target, to)
     if target_name not in TARGETS.get(source_name, ()):
         fail(f"convert: {source_name} -> {target_name} is not a conversion the models allow; {source_name} "

@@ -17,6 +17,7 @@ from typing import Any, NoReturn
 
 import click
 
+from .._binary import clear_leftovers
 from .._edge import check_output, is_local, remote_target
 from ..errors import ArrayIOError, FormatError, Problem, describe
 
@@ -129,10 +130,17 @@ def force_option(function: Callable) -> Callable:
                         help="Replace an existing output (a folder only when it is one arrayio writes).")(function)
 
 
+def clear_leftovers_of(target: Any) -> None:
+    """Remove what killed runs writing the local ``target`` left beside it (once per run, not per write)."""
+    if is_local(target):
+        clear_leftovers(target)
+
+
 def check_target(target: Any, force: bool, *sources: Any, folder: bool = False,
                  replaces: Callable[[Any], bool] | None = None) -> None:
     """Refuse ``target`` before any work is done unless it may be written (``--force`` for an existing one;
-    never ``.``, a source or a folder holding one)."""
+    never ``.``, a source or a folder holding one); clear what killed runs to it left beside it."""
+    clear_leftovers_of(target)
     check_output(target, force=force, sources=[source for source in sources if isinstance(source, str)],
                  folder=folder, replaces=replaces)
 
