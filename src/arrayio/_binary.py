@@ -22,6 +22,7 @@ from typing import IO, Any, BinaryIO, Callable, Generic, Iterable, Iterator, Seq
 
 import numpy as np
 
+from ._temporary import clear_leftovers, creation_mode, temp_prefix
 from .errors import ErrorKinds, WriteError
 
 try:  # zlib-ng's SIMD sums (optional, in the ``all`` extra): the same values, several times faster per byte
@@ -596,84 +597,6 @@ def locked(path: PathLike) -> Iterator[int]:
         os.close(fd)
 
 
-def _umask_now() -> int | None:
-    """The process umask read from /proc (Linux 4.7+), or None where it cannot be read that way."""
-    try:
-        with open("/proc/self/status", encoding="ascii", errors="replace") as status:
-            for line in status:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
-def _umask_at_import() -> int:
-    # Setting the umask to read it is process-wide: done once, here, before any writer thread exists.
-    found = _umask_now()
-    if found is not None:
-        return found
-    umask = os.umask(0o022)
-    os.umask(umask)
-    return umask
-
-
-_UMASK_AT_IMPORT = _umask_at_import()
-
-
-def _creation_mode() -> int:
-    """The mode a new file gets (0666 less the umask), read without ever changing the umask."""
-    umask = _umask_now()
-    return 0o666 & ~(_UMASK_AT_IMPORT if umask is None else umask)
-
-
-# A temporary file or folder beside a target is named ``.<target>.<pid>.arrayio.<random>.tmp``: the
-# next write to that target recognises what a killed run left, by its name and its dead process.
-_TEMP_MARK = "arrayio"
-
-
-def _temp_prefix(final: Path) -> str:
-    return f".{final.name}.{os.getpid()}.{_TEMP_MARK}."
-
-
-def _process_alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError, OSError):
-        return True  # someone else's process (or not a pid we can ask about): leave its files alone
-    return True
-
-
-def clear_leftovers(final: PathLike) -> list[str]:
-    """Remove the temporary files and folders that killed runs writing ``final`` left beside it
-    (recognised by their name and a process that no longer runs); returns their names."""
-    import re
-    import shutil
-
-    final = Path(os.fsdecode(final))
-    pattern = re.compile(rf"\.{re.escape(final.name)}\.(\d+)\.{_TEMP_MARK}\.[A-Za-z0-9_]+\.tmp")
-    removed: list[str] = []
-    try:
-        entries = list(os.scandir(final.parent))
-    except OSError:
-        return removed
-    for entry in entries:
-        match = pattern.fullmatch(entry.name)
-        if match is None or _process_alive(int(match.group(1))):
-            continue
-        if entry.is_dir(follow_symlinks=False):
-            shutil.rmtree(entry.path, ignore_errors=True)
-        else:
-            with contextlib.suppress(OSError):
-                os.unlink(entry.path)
-        removed.append(entry.name)
-    return removed
-
-
 @contextlib.contextmanager
 def atomic_folder(target: PathLike, replace: bool = False) -> Iterator[Path]:
     """A folder to build in place of ``target``: made beside it, renamed over it when the block ends
@@ -685,7 +608,7 @@ def atomic_folder(target: PathLike, replace: bool = False) -> Iterator[Path]:
     final = Path(os.fsdecode(target))
     final.parent.mkdir(parents=True, exist_ok=True)
     clear_leftovers(final)
-    staging = Path(tempfile.mkdtemp(prefix=_temp_prefix(final), suffix=".tmp", dir=final.parent))
+    staging = Path(tempfile.mkdtemp(prefix=temp_prefix(final), suffix=".tmp", dir=final.parent))
     building = staging / final.name
     try:
         yield building
@@ -713,10 +636,10 @@ def atomic_write(path: PathLike, buffering: int = -1) -> Iterator[BinaryIO]:
     folder = target.parent
     try:
         existing = os.lstat(target)
-        mode = stat.S_IMODE(existing.st_mode) if stat.S_ISREG(existing.st_mode) else _creation_mode()
+        mode = stat.S_IMODE(existing.st_mode) if stat.S_ISREG(existing.st_mode) else creation_mode()
     except FileNotFoundError:
-        mode = _creation_mode()
-    fd, temp_name = _os_call("create", name, lambda: tempfile.mkstemp(prefix=_temp_prefix(target), suffix=".tmp",
+        mode = creation_mode()
+    fd, temp_name = _os_call("create", name, lambda: tempfile.mkstemp(prefix=temp_prefix(target), suffix=".tmp",
                                                                       dir=folder))
     try:
         os.fchmod(fd, mode)

@@ -18,10 +18,11 @@ import pytest
 
 import arrayio
 from arrayio import bloscpack, kastore
-from arrayio.convert import convert
-from arrayio._binary import _creation_mode, atomic_write
+from arrayio._binary import atomic_write
+from arrayio._temporary import creation_mode
 from arrayio.cli import main
 from arrayio.cli._common import run
+from arrayio.convert import convert
 from arrayio.errors import OutputExistsError, WriteError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kdb"))
@@ -241,7 +242,7 @@ def test_writers_never_change_the_process_umask(tmp_path):
 
     def write_forever() -> None:
         while not stop.is_set():
-            _creation_mode()
+            creation_mode()
 
     worker = threading.Thread(target=write_forever)
     worker.start()

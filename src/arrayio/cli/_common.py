@@ -17,8 +17,8 @@ from typing import Any, NoReturn
 
 import click
 
-from .._binary import clear_leftovers
 from .._edge import check_output, is_local, remote_target
+from .._temporary import clear_leftovers
 from ..errors import ArrayIOError, FormatError, Problem, describe
 
 PREFIX = "arrayio"
