@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 from .errors import UnsafeNameError
 
-__all__ = ["RESERVED_NAMES", "confined", "path_segment", "path_under", "relative_under"]
+__all__ = ["RESERVED_NAMES", "confined", "path_segment", "path_under", "relative_name", "relative_under"]
 
 # Names a store keeps for its own documents: a node of that name would shadow (or be) one.
 RESERVED_NAMES = frozenset({"zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata"})
@@ -62,19 +62,22 @@ def path_under(root: str | os.PathLike, *names: str, what: str) -> Path:
     return Path(root).joinpath(*(path_segment(name, what) for name in names))
 
 
-def relative_under(root: str | os.PathLike, relative: str, what: str) -> Path:
-    """A relative path read from a file (a template's expansion) as a path under ``root``.
-
-    Refused when it is absolute, has a ``..`` part, a backslash or NUL, or when
-    the file it names (symlinks followed) lies outside ``root``.
-    """
+def relative_name(relative: str, what: str) -> str:
+    """``relative`` unchanged when, read as a ``/``-separated path, it cannot leave the folder it is joined to
+    (a zip member name, a template's expansion); refused when empty, absolute, with a ``..`` part, a drive,
+    a backslash or NUL."""
     if not isinstance(relative, str):
         raise UnsafeNameError(f"{what}: expected a relative path, found {type(relative).__name__}")
-    parts = PurePosixPath(relative).parts
-    if not parts or relative.startswith(("/", "\\")) or ".." in parts or "\\" in relative or "\0" in relative \
-            or (len(relative) > 1 and relative[1] == ":"):
-        raise UnsafeNameError(f"{what} {relative[:120]!r} is not a relative path inside the dataset")
-    path = Path(root).joinpath(*parts)
+    if not relative or relative.startswith("/") or ".." in relative.split("/") or "\\" in relative \
+            or "\0" in relative or (len(relative) > 1 and relative[1] == ":"):
+        raise UnsafeNameError(f"{what} {relative[:120]!r} is not a relative path that stays inside its folder")
+    return relative
+
+
+def relative_under(root: str | os.PathLike, relative: str, what: str) -> Path:
+    """A relative path read from a file (a template's expansion) as a path under ``root``: a
+    :func:`relative_name` whose file (symlinks followed) lies under ``root``."""
+    path = Path(root).joinpath(*PurePosixPath(relative_name(relative, what)).parts)
     return confined(path, root, what)
 
 

@@ -33,7 +33,7 @@ import numpy as np
 
 from . import _registry
 from ._edge import check_output, open_output, open_output_folder
-from ._names import path_segment
+from ._names import relative_name
 from ._sources import RemoteFile, is_url, resolve
 from .errors import UnsupportedError
 
@@ -345,10 +345,9 @@ def _mapping_arrays(source: _Source, target_name: str) -> list[_Array]:
 
 def _write_mapping(source: _Source, target_name: str, target: Any, spool: Path, progress: Progress) -> None:
     arrays = _mapping_arrays(source, target_name)
-    if target_name == "npz":  # keys become zip member paths: each part must stay one path segment
+    if target_name == "npz":  # keys become zip member paths, which an unzip must not write outside its folder
         for array in arrays:
-            for part in array.key.split("/"):
-                path_segment(part, f"convert: npz member name of key {array.key!r}:")
+            relative_name(array.key, "convert: the npz member name of key")
     data = {array.key: _spooled(array, spool, progress) for array in arrays}
     if target_name == "npz":
         with open_output(target) as stream:
