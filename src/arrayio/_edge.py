@@ -163,9 +163,9 @@ def open_output(target: Any, storage_options: dict | None = None, *, force: bool
         return
     if storage_options:
         raise TypeError(f"storage_options apply to URLs and fsspec files, not to {type(target).__name__}")
-    if isinstance(target, str) and _sources.is_url(target):
-        target = _sources._local_path(target)
-    if is_path(target):
+    local = local_path(target)
+    if local is not None:
+        target = local
         check_output(target, force=force, sources=sources)
     with output_stream(target) as stream:
         yield stream
@@ -183,10 +183,10 @@ def open_output_folder(target: Any, *, replaces: Callable[[Path], bool], force: 
     """The one way to publish a local folder: yields a path to build it at, beside ``target``, renamed in
     when the block ends without an error. An existing ``target`` is replaced only with ``force`` and only
     when ``replaces(target)`` recognises it as a folder this tool wrote (or it is a file)."""
-    if not is_local(target):
+    local = local_path(target)
+    if local is None:
         raise UnsupportedError(f"{target}: folder outputs are local folders, not URLs")
-    if isinstance(target, str) and _sources.is_url(target):
-        target = _sources._local_path(target)
+    target = local
     replace = check_output(target, force=force, sources=sources, folder=True, replaces=replaces)
     with atomic_folder(target, replace=replace) as building:
         yield building
