@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._binary import Source
+from ._optional import require
 from ._registry import FORMATS, detect
 from .errors import ArrayIOError, FormatError, Problem
 
@@ -283,6 +284,7 @@ def draw_png(bytemap: ByteMap, out: Any, width: int = 1200) -> tuple[int, int]:
     there is room, problems are red lines at their byte offsets, and where
     parsing stopped is a dashed red line.
     """
+    require("matplotlib", "arrayio map --png")
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch, Rectangle

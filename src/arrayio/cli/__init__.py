@@ -19,6 +19,7 @@ import click
 from .. import __version__
 from .. import info as file_info
 from .. import validate as file_problems
+from .._optional import require
 from .._registry import available_formats, module_for, module_of_file
 from ..errors import ArrayIOError, FormatError, Problem
 from ._common import (
@@ -111,9 +112,8 @@ def _reports_on_dask(files: tuple[str, ...], address: str, pairs: tuple[str, ...
     if address == "local":
         results = arrayio_dask.validate_checked(list(files), storage_options=options)
     else:
-        from distributed import Client
-
-        with Client(address) as client:
+        distributed = require("distributed", "validate --dask")
+        with distributed.Client(address) as client:
             results = arrayio_dask.validate_checked(list(files), client, storage_options=options)
     return [{"file": file, "format": results[file][0], "problems": results[file][1]} for file in files]
 

@@ -17,6 +17,7 @@ from typing import Any, NoReturn
 
 import click
 
+from .._optional import install_hint
 from .._sources import is_url, resolve
 from ..errors import ArrayIOError, FormatError, Problem, describe
 
@@ -57,8 +58,8 @@ def error_text(error: BaseException) -> str:
         return os_error_text(error)
     if isinstance(error, click.ClickException):
         return error.format_message()
-    if isinstance(error, ImportError):
-        return f"this command needs an optional dependency: {error} (pip install 'arrayio[all]')"
+    if isinstance(error, ImportError):  # raised inside another package (fsspec's "Install gcsfs ..."), not by require
+        return f"this command needs an optional package: {error}; {install_hint(error.name)}"
     return str(error)
 
 
