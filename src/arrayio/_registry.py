@@ -7,7 +7,7 @@ top-level functions and the generic CLI commands use:
     info(path)               -> open(path).info(): dict of JSON-friendly facts about the file
     validate(path)           -> open(path).validate(): list[Problem] (empty = valid); never raises for a bad file
     entries(path)            -> open(path).entries(): list[dict] with at least "name" (for `arrayio ls`)
-    cat(path, name)          -> iterator of text lines (for `arrayio cat`)
+    cat(path, name, numbers) -> iterator of text lines (for `arrayio cat`; byte text as text unless numbers)
     demo(folder)             -> Path of a small sample file it wrote, read back and checked
 
 ``load(path)`` / ``dump(mapping, path)`` are also offered by the formats whose

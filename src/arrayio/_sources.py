@@ -125,7 +125,13 @@ def expand_url_pattern(pattern: str, storage_options: dict | None = None) -> lis
     chain, target = _chain_and_target(pattern)
     # The pattern's own scheme, not the filesystem's first name (adlfs would turn az:// into abfs://).
     scheme = target.partition("://")[0]
-    return sorted(f"{chain}{scheme}://{match}" for match in fs.glob(path))
+    try:
+        matches = fs.glob(path)
+    except (FileNotFoundError, PermissionError):
+        raise
+    except Exception as error:  # noqa: BLE001 - botocore/gcsfs/aiohttp errors become one named error
+        raise RemoteError(f"{pattern}: cannot list ({type(error).__name__}: {error})") from None
+    return sorted(f"{chain}{scheme}://{match}" for match in matches)
 
 
 def resolve(target: Any, storage_options: dict | None = None) -> Any:

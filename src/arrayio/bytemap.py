@@ -211,7 +211,7 @@ def map_source(source: Source, format_name: str, name: str = "<data>",
 
 def map_file(target: Any, format_name: str | None = None, *, check: bool = True) -> ByteMap:
     """Detect ``target``'s format (or use ``format_name``), map it, and run ``validate`` when ``check``."""
-    name = os.fsdecode(target) if isinstance(target, (str, bytes, os.PathLike)) else "<data>"
+    name = os.fsdecode(target) if isinstance(target, (str, bytes, os.PathLike)) else getattr(target, "name", "<data>")
     if format_name is None:
         format_name = detect(target)
         if format_name is None:
