@@ -84,7 +84,7 @@ class FormatSpec:
 FORMATS: dict[str, FormatSpec] = {
     spec.name: spec
     for spec in (
-        FormatSpec("kastore", "arrayio.kastore", b"\x89KAS\r\n\x1a\n", (".kas",), "mapping",
+        FormatSpec("kastore", "arrayio.kastore", b"\x89KAS\r\n\x1a\n", (".kas", ".trees"), "mapping",
                    "kastore 1.0: key -> 1-D array"),
         FormatSpec("kast", "arrayio.kast", b"KAST", (".kast",), "mapping",
                    "KAST draft layout: key -> 1-D array"),

@@ -90,9 +90,10 @@ VERBS: tuple[Verb, ...] = (
     Verb("kdb ingest-hdf5", "SOURCE TARGET", "Convert a robomimic-layout HDF5 file to a .kdb file.", ()),
     Verb("kdb ingest-lerobot", "SOURCE TARGET", "Convert a LeRobot dataset folder (v2.1 or v3.0, videos "
          "included) to a .kdb file.", ()),
-    Verb("kdb export", "SOURCE TARGET", "Write every episode of a .kdb file into an .npz (images decoded).", ()),
+    Verb("kdb export", "SOURCE TARGET", "Write every episode of a .kdb file into an .npz (images decoded).",
+         ("storage",)),
     Verb("kdb export-lerobot", "SOURCE TARGET", "Write a .kdb file as a LeRobot v3.0 dataset folder "
-         "(parquet + AV1 MP4).", ()),
+         "(parquet + AV1 MP4).", ("storage",)),
     Verb("kdb merge", "SOURCES... -o TARGET", "Concatenate the episodes of SOURCES (files, URLs or globs) into "
          "one file.", ("storage",)),
     Verb("kdb filter", "SOURCE TARGET [--where EXPR]", "Copy the episodes of SOURCE that meet every condition "

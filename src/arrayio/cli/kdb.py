@@ -83,12 +83,11 @@ def ingest_lerobot(source: str, target: str, compress: str, quality: int, embodi
 @click.option("--crf", type=click.IntRange(0, 63), default=None, help="Encoder quality (default: 30 AV1, 23 H.264).")
 @click.option("--robot-type", default=None, help="robot_type in info.json (default: the first embodiment).")
 def export_lerobot(source: str, target: str, images: bool, codec: str, crf: int | None,
-                   robot_type: str | None) -> None:
+                   robot_type: str | None, storage_options: tuple[str, ...]) -> None:
     """Write SOURCE.kdb as a LeRobot v3.0 dataset in the new folder TARGET."""
-    _exists(source)
     with progress("episodes") as bar:
-        count = lerobot.export_lerobot(source, target, video=not images, codec=codec, crf=crf,
-                                       robot_type=robot_type, progress=bar.update)
+        count = lerobot.export_lerobot(target_of(source, storage_options), target, video=not images, codec=codec,
+                                       crf=crf, robot_type=robot_type, progress=bar.update)
     click.echo(f"{source} -> {target}: {count} episodes (LeRobot {lerobot.CODEBASE_VERSION})")
 
 
@@ -145,11 +144,11 @@ def stats(sources: tuple[str, ...], as_json: bool, storage_options: tuple[str, .
 @click.argument("source")
 @click.argument("target", type=click.Path(dir_okay=False))
 @click.option("--no-images", is_flag=True, help="Leave the camera images out.")
-def export(source: str, target: str, no_images: bool) -> None:
+def export(source: str, target: str, no_images: bool, storage_options: tuple[str, ...]) -> None:
     """Write every episode of SOURCE.kdb into TARGET.npz (images decoded, metadata in episodes.json)."""
-    _exists(source)
     with progress("episodes") as bar:
-        count = convert.export_npz(source, target, images=not no_images, progress=bar.update)
+        count = convert.export_npz(target_of(source, storage_options), target, images=not no_images,
+                                   progress=bar.update)
     click.echo(f"{source} -> {target}: {count} episodes")
 
 

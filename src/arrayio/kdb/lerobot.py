@@ -665,7 +665,9 @@ class _VideoWriter:
 
     def __init__(self, path: Path, fps: float, shape: tuple, codec: str, crf: int | None) -> None:
         av = require("av", "LeRobot videos")
-
+        # SVT-AV1 prints a 20-line Svt[info] banner per encoder to stderr; its level comes only from the
+        # SVT_LOG variable (PyAV's logging never sees it): errors only (1), unless the user chose a level.
+        os.environ.setdefault("SVT_LOG", "1")
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self.rate = Fraction(fps).limit_denominator(1001)
@@ -685,7 +687,6 @@ class _VideoWriter:
     def add_episode(self, images: Any, camera: str, frames: int) -> int:
         """Append an episode's frames of ``camera``; returns the file frame number of its first frame."""
         av = require("av", "LeRobot videos")
-
         start = self._frames
         for frame in range(frames):
             pixels = images.frame(frame, [camera])[camera]
