@@ -179,7 +179,7 @@ def cat(file: str, key: str, numbers: bool, storage_options: tuple[str, ...]) ->
         if error.args == (key,):
             names = [str(row["name"]) for row in module.entries(target)]
             shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
-            fail(f"{file}: no entry {key!r}; its entries: {shown or 'none'} (`arrayio ls {file}` lists them)")
+            fail(f"{file}: no such entry: {key!r}; its entries: {shown or 'none'} (`arrayio ls {file}` lists them)")
         raise
 
 

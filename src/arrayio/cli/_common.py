@@ -166,6 +166,7 @@ def _show_warning(message: Warning | str, category: type[Warning], filename: str
 
 
 def _invoke(command: click.Command, args: list[str]) -> int:
+    _JSON_OUTPUT["on"] = False  # a new command line (the tests run many in one process)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("default")
