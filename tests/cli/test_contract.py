@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import time
@@ -71,7 +73,7 @@ def inputs(tmp_path_factory):
     for kind, path in valid.items():
         if kind == "lerobot":
             cut = folder / "lerobot-cut"
-            subprocess.run(["cp", "-r", str(path), str(cut)], check=True)
+            shutil.copytree(path, cut)
             parquet = next(cut.glob("data/**/*.parquet"))
             parquet.write_bytes(parquet.read_bytes()[:100])
         else:
@@ -133,7 +135,7 @@ def test_every_verb_that_reads_a_file_or_url_takes_storage_options():
 def test_top_level_help_lists_every_verb_of_every_group(capsys):
     code, out, _err = invoke(capsys, "--help")
     assert code == 0
-    text = " ".join(out.split())
+    text = re.sub(r"-\s+", "-", " ".join(out.split()))  # help wraps after a hyphen
     for group in GROUPS:
         assert " ".join(group.summary().split()) in text
     for verb in ("merge", "filter", "stats", "export-lerobot"):
@@ -148,8 +150,15 @@ def test_docs_cli_md_has_the_generated_verbs_table():
 
 
 def _check_failure(verb: str, code: int, out: str, err: str) -> None:
-    lines = err.splitlines()
     assert code == 1, (verb, code, err)
+    if verb == "validate":  # a bad file is a problem of that file, reported on stdout: not a failure of the verb
+        report = json.loads(out)
+        assert report["valid"] is False and len(report["files"][0]["problems"]) == 1 and err == ""
+        return
+    if verb == "map" and not err:  # a corrupt file is mapped as far as it parses, with its problems
+        assert json.loads(out)["problems"]
+        return
+    lines = err.splitlines()
     assert len(lines) == 1 and lines[0].startswith("arrayio: "), (verb, err)
     assert "Traceback" not in err
     if "json" in {flag for row in VERBS if row.name == verb for flag in row.flags}:
@@ -187,7 +196,10 @@ def test_every_verb_fails_on_a_bad_input_with_exit_1_and_one_line(verb, case, in
 def test_every_verb_succeeds_on_a_valid_input_with_exit_0(verb, inputs, tmp_path, capsys):
     out = tmp_path / "out"
     out.mkdir()
-    code, _stdout, stderr = invoke(capsys, *_argv(verb, inputs["valid"][CASES[verb][1]], inputs, out))
+    source = inputs["valid"][CASES[verb][1]]
+    if verb == "bloscpack append":  # it changes its input: a copy
+        source = Path(shutil.copy(source, tmp_path / "appended.blp"))
+    code, _stdout, stderr = invoke(capsys, *_argv(verb, source, inputs, out))
     assert code == 0, (verb, stderr)  # (kdb filter without conditions keeps every episode)
 
 

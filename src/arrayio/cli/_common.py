@@ -171,7 +171,7 @@ def _invoke(command: click.Command, args: list[str]) -> int:
         with warnings.catch_warnings():
             warnings.simplefilter("default")
             warnings.showwarning = _show_warning
-            with command.make_context(PREFIX, args) as ctx:
+            with command.make_context(PREFIX, list(args)) as ctx:  # a copy: click's parser consumes its list
                 command.invoke(ctx)
         return 0
     except click.exceptions.Exit as done:
