@@ -7,11 +7,11 @@ import re
 import subprocess
 import sys
 import textwrap
-import tomllib
 from importlib import metadata
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from arrayio import MissingDependencyError
 from arrayio._optional import MODULES, install_hint, missing, require

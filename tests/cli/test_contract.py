@@ -20,7 +20,6 @@ import pytest
 
 from arrayio._registry import module_for
 from arrayio.cli import main
-from arrayio.cli._common import run
 from arrayio.cli._table import GROUPS, VERBS, markdown_table
 
 REPO = Path(__file__).resolve().parents[2]
@@ -83,15 +82,6 @@ def inputs(tmp_path_factory):
     return {"valid": valid, "truncated": truncated, "folder": folder}
 
 
-def invoke(capsys, *args) -> tuple[int, str, str]:
-    """Run the command line in this process, through the same wrapper as the console script."""
-    capsys.readouterr()
-    with pytest.raises(SystemExit) as done:
-        run(main, [str(arg) for arg in args])
-    captured = capsys.readouterr()
-    return done.value.code, captured.out, captured.err
-
-
 def _argv(verb: str, file: Path, inputs: dict, out: Path) -> list[str]:
     template, _kind = CASES[verb]
     return [part.format(file=file, out=out, raw=inputs["valid"]["raw"]) for part in template]
@@ -132,8 +122,8 @@ def test_every_verb_that_reads_a_file_or_url_takes_storage_options():
             assert "storage" in verb.flags, verb.name
 
 
-def test_top_level_help_lists_every_verb_of_every_group(capsys):
-    code, out, _err = invoke(capsys, "--help")
+def test_top_level_help_lists_every_verb_of_every_group(invoke):
+    code, out, _err = invoke("--help")
     assert code == 0
     text = re.sub(r"-\s+", "-", " ".join(out.split()))  # help wraps after a hyphen
     for group in GROUPS:
@@ -169,7 +159,7 @@ def _check_failure(verb: str, code: int, out: str, err: str) -> None:
 
 @pytest.mark.parametrize("verb", READING)
 @pytest.mark.parametrize("case", ["missing", "directory", "truncated"])
-def test_every_verb_fails_on_a_bad_input_with_exit_1_and_one_line(verb, case, inputs, tmp_path, capsys):
+def test_every_verb_fails_on_a_bad_input_with_exit_1_and_one_line(verb, case, inputs, tmp_path, invoke):
     kind = CASES[verb][1]
     if case == "missing":
         path = tmp_path / f"missing{SUFFIX[kind]}"
@@ -185,7 +175,7 @@ def test_every_verb_fails_on_a_bad_input_with_exit_1_and_one_line(verb, case, in
     argv = _argv(verb, path, inputs, out)
     if "json" in {flag for row in VERBS if row.name == verb for flag in row.flags}:
         argv.append("--json")
-    code, stdout, stderr = invoke(capsys, *argv)
+    code, stdout, stderr = invoke(*argv)
     if verb in ("validate", "map") and case == "missing":
         assert str(path) in stdout + stderr
     _check_failure(verb, code, stdout, stderr)
@@ -193,23 +183,23 @@ def test_every_verb_fails_on_a_bad_input_with_exit_1_and_one_line(verb, case, in
 
 
 @pytest.mark.parametrize("verb", READING)
-def test_every_verb_succeeds_on_a_valid_input_with_exit_0(verb, inputs, tmp_path, capsys):
+def test_every_verb_succeeds_on_a_valid_input_with_exit_0(verb, inputs, tmp_path, invoke):
     out = tmp_path / "out"
     out.mkdir()
     source = inputs["valid"][CASES[verb][1]]
     if verb == "bloscpack append":  # it changes its input: a copy
         source = Path(shutil.copy(source, tmp_path / "appended.blp"))
-    code, _stdout, stderr = invoke(capsys, *_argv(verb, source, inputs, out))
+    code, _stdout, stderr = invoke(*_argv(verb, source, inputs, out))
     assert code == 0, (verb, stderr)  # (kdb filter without conditions keeps every episode)
 
 
 @pytest.mark.parametrize("verb", [verb.name for verb in VERBS])
-def test_every_verb_exits_2_on_a_usage_error_with_json_when_asked(verb, capsys):
+def test_every_verb_exits_2_on_a_usage_error_with_json_when_asked(verb, invoke):
     row = next(row for row in VERBS if row.name == verb)
     argv = [*verb.split(), "--no-such-option"]
     if "json" in row.flags:
         argv.append("--json")
-    code, out, err = invoke(capsys, *argv)
+    code, out, err = invoke(*argv)
     assert code == 2, (verb, err)
     assert "No such option" in err
     if "json" in row.flags:

@@ -10,8 +10,6 @@ import pytest
 
 from arrayio import kastore, kdb
 from arrayio._registry import module_for
-from arrayio.cli import main
-from arrayio.cli._common import run
 
 
 @pytest.fixture(scope="module")
@@ -20,54 +18,45 @@ def demos(tmp_path_factory):
     return {name: module_for(name).demo(folder) for name in ("kastore", "bloscpack", "kdb", "pycauset")}
 
 
-def invoke(capsys, *args) -> tuple[int, str, str]:
-    """The command line in this process, through the console script's wrapper."""
-    capsys.readouterr()
-    with pytest.raises(SystemExit) as done:
-        run(main, [str(arg) for arg in args])
-    captured = capsys.readouterr()
-    return done.value.code, captured.out, captured.err
-
-
-def test_validate_names_the_file_once(tmp_path, capsys):
+def test_validate_names_the_file_once(tmp_path, invoke):
     empty = tmp_path / "empty.kas"
     empty.write_bytes(b"")
-    code, out, _err = invoke(capsys, "validate", empty)
+    code, out, _err = invoke("validate", empty)
     assert code == 1
     assert out == f"{empty}: not a file of any known format (magic bytes none)\n"
 
 
-def test_cat_of_an_unknown_key_names_the_file_and_its_keys(demos, capsys):
-    code, _out, err = invoke(capsys, "cat", demos["kastore"], "nosuchkey")
+def test_cat_of_an_unknown_key_names_the_file_and_its_keys(demos, invoke):
+    code, _out, err = invoke("cat", demos["kastore"], "nosuchkey")
     assert code == 1
     assert err.startswith(f"arrayio: {demos['kastore']}: no such entry: 'nosuchkey'; its entries: float32, float64, ")
     assert err.count("\n") == 1
 
 
-def test_kdb_stats_and_map_print_a_json_error_object(tmp_path, capsys):
+def test_kdb_stats_and_map_print_a_json_error_object(tmp_path, invoke):
     for argv in (("kdb", "stats", tmp_path / "none.kdb", "--json"), ("map", tmp_path / "none.kas", "--json")):
-        code, out, err = invoke(capsys, *argv)
+        code, out, err = invoke(*argv)
         assert code == 1
         assert json.loads(out)["error"]["message"] == err.removeprefix("arrayio: ").rstrip("\n")
 
 
-def test_a_directory_exits_1_from_every_reading_verb(tmp_path, capsys):
+def test_a_directory_exits_1_from_every_reading_verb(tmp_path, invoke):
     for verb in ("info", "ls", "validate", "map"):
-        code, _out, err = invoke(capsys, verb, tmp_path)
+        code, _out, err = invoke(verb, tmp_path)
         assert code == 1, (verb, err)
 
 
-def test_kdb_show_and_map_read_urls_with_storage_options(demos, capsys):
+def test_kdb_show_and_map_read_urls_with_storage_options(demos, invoke):
     fsspec = pytest.importorskip("fsspec")
     with fsspec.open("memory://newcomer/demo.kdb", "wb") as handle:
         handle.write(demos["kdb"].read_bytes())
     with fsspec.open("memory://newcomer/demo.kas", "wb") as handle:
         handle.write(demos["kastore"].read_bytes())
-    code, out, err = invoke(capsys, "kdb", "show", "memory://newcomer/demo.kdb", "1",
+    code, out, err = invoke("kdb", "show", "memory://newcomer/demo.kdb", "1",
                             "--storage-option", "skip_instance_cache=false")
     assert code == 0, err
     assert out.startswith("episode 1 (position 1): 6 frames")
-    code, out, err = invoke(capsys, "map", "memory://newcomer/demo.kas", "--json",
+    code, out, err = invoke("map", "memory://newcomer/demo.kas", "--json",
                             "--storage-option", "skip_instance_cache=false")
     assert code == 0, err
     assert json.loads(out)["size"] == demos["kastore"].stat().st_size
@@ -81,9 +70,9 @@ def test_conversion_warnings_are_one_arrayio_line(demos, tmp_path, cli):
     assert "keeps no pycauset metadata" in lines[0]
 
 
-def test_kdb_filter_that_keeps_nothing_says_so_and_writes_nothing(demos, tmp_path, capsys):
+def test_kdb_filter_that_keeps_nothing_says_so_and_writes_nothing(demos, tmp_path, invoke):
     target = tmp_path / "kept.kdb"
-    code, _out, err = invoke(capsys, "kdb", "filter", demos["kdb"], target, "--task", "no such task")
+    code, _out, err = invoke("kdb", "filter", demos["kdb"], target, "--task", "no such task")
     assert code == 1
     assert err == (f"arrayio: kdb filter: none of the 3 episodes of {demos['kdb']} meets the conditions; "
                    f"{target} was not written\n")
@@ -129,71 +118,71 @@ def test_export_lerobot_with_av1_prints_no_encoder_banner(demos, tmp_path, cli):
     assert (tmp_path / "lerobot" / "meta" / "info.json").exists()
 
 
-def test_bloscpack_force_works_after_the_subcommand_too(tmp_path, capsys):
+def test_bloscpack_force_works_after_the_subcommand_too(tmp_path, invoke):
     data = tmp_path / "x.dat"
     data.write_bytes(np.arange(10_000, dtype=np.int64).tobytes())
-    assert invoke(capsys, "bloscpack", "compress", data)[0] == 0
-    assert invoke(capsys, "bloscpack", "compress", data)[0] == 1  # exists
-    assert invoke(capsys, "bloscpack", "compress", "-f", data)[0] == 0
-    assert invoke(capsys, "bloscpack", "-f", "compress", data)[0] == 0
-    assert invoke(capsys, "blpk", "c", "--force", data)[0] == 0
+    assert invoke("bloscpack", "compress", data)[0] == 0
+    assert invoke("bloscpack", "compress", data)[0] == 1  # exists
+    assert invoke("bloscpack", "compress", "-f", data)[0] == 0
+    assert invoke("bloscpack", "-f", "compress", data)[0] == 0
+    assert invoke("blpk", "c", "--force", data)[0] == 0
 
 
-def test_convert_to_a_trees_file_writes_kastore(demos, tmp_path, capsys):
+def test_convert_to_a_trees_file_writes_kastore(demos, tmp_path, invoke):
     pytest.importorskip("zarr")
     store = tmp_path / "sim.zarr"
-    assert invoke(capsys, "convert", demos["kastore"], store)[0] == 0
-    code, out, err = invoke(capsys, "convert", store, tmp_path / "back.trees")
+    assert invoke("convert", demos["kastore"], store)[0] == 0
+    code, out, err = invoke("convert", store, tmp_path / "back.trees")
     assert code == 0, err
     assert out.endswith("(kastore)\n")
     with kastore.load(tmp_path / "back.trees") as store, kastore.load(demos["kastore"]) as original:
         assert all(np.array_equal(store[key], original[key]) for key in original)
 
 
-def test_cat_prints_byte_text_and_json_as_text_and_numbers_on_request(tmp_path, capsys):
+def test_cat_prints_byte_text_and_json_as_text_and_numbers_on_request(tmp_path, invoke):
     path = tmp_path / "text.kas"
     kastore.dump({"format/name": np.frombuffer(b"tskit.trees", np.int8),
                   "metadata": np.frombuffer(b'{"description": "a run", "seed": 7}', np.uint8),
                   "bytes": np.arange(5, dtype=np.uint8)}, path)
-    assert invoke(capsys, "cat", path, "format/name")[1] == "tskit.trees\n"
-    assert invoke(capsys, "cat", path, "format/name", "--numbers")[1].splitlines()[:3] == ["116", "115", "107"]
-    assert json.loads(invoke(capsys, "cat", path, "metadata")[1]) == {"description": "a run", "seed": 7}
-    assert invoke(capsys, "cat", path, "metadata")[1].splitlines()[1] == '  "description": "a run",'
-    assert invoke(capsys, "cat", path, "bytes")[1] == "0\n1\n2\n3\n4\n"  # not text: numbers
+    assert invoke("cat", path, "format/name")[1] == "tskit.trees\n"
+    assert invoke("cat", path, "format/name", "--numbers")[1].splitlines()[:3] == ["116", "115", "107"]
+    assert json.loads(invoke("cat", path, "metadata")[1]) == {"description": "a run", "seed": 7}
+    assert invoke("cat", path, "metadata")[1].splitlines()[1] == '  "description": "a run",'
+    assert invoke("cat", path, "bytes")[1] == "0\n1\n2\n3\n4\n"  # not text: numbers
 
 
-def test_cat_of_a_tskit_file_prints_its_format_name(tmp_path, capsys):
+def test_cat_of_a_tskit_file_prints_its_format_name(tmp_path, invoke):
     msprime = pytest.importorskip("msprime")
     path = tmp_path / "sim.trees"
     msprime.sim_ancestry(4, sequence_length=1000, random_seed=1).dump(path)
-    assert invoke(capsys, "cat", path, "format/name")[1] == "tskit.trees\n"
+    assert invoke("cat", path, "format/name")[1] == "tskit.trees\n"
 
 
-def test_info_ls_cat_of_the_npy_npz_and_zarr_that_convert_writes(demos, tmp_path, capsys):
+def test_info_ls_cat_of_the_npy_npz_and_zarr_that_convert_writes(demos, tmp_path, invoke):
     pytest.importorskip("zarr")
     written = {}
     for source, target in ((demos["kastore"], "keys.npz"), (demos["bloscpack"], "array.npy"),
                            (demos["bloscpack"], "array.zarr")):
         written[target] = tmp_path / target
-        assert invoke(capsys, "convert", source, written[target])[0] == 0
-    facts = json.loads(invoke(capsys, "info", written["keys.npz"], "--json")[1])
+        assert invoke("convert", source, written[target])[0] == 0
+    facts = json.loads(invoke("info", written["keys.npz"], "--json")[1])
     assert facts["format"] == "npz" and facts["num_arrays"] == 11
-    rows = json.loads(invoke(capsys, "ls", written["keys.npz"], "--json")[1])
+    rows = json.loads(invoke("ls", written["keys.npz"], "--json")[1])
     assert {"name": "int32", "dtype": "int32", "shape": [5], "nbytes": 20} in rows
-    assert invoke(capsys, "cat", written["keys.npz"], "int32")[1] == "0\n1\n2\n3\n4\n"
-    facts = json.loads(invoke(capsys, "info", written["array.npy"], "--json")[1])
+    assert invoke("cat", written["keys.npz"], "int32")[1] == "0\n1\n2\n3\n4\n"
+    facts = json.loads(invoke("info", written["array.npy"], "--json")[1])
     assert (facts["format"], facts["shape"], facts["dtype"]) == ("npy", [512, 8], "float64")
-    assert invoke(capsys, "cat", written["array.npy"], "array")[1].splitlines()[:2] == ["0.0", "1.0"]
-    facts = json.loads(invoke(capsys, "info", written["array.zarr"], "--json")[1])
+    assert invoke("cat", written["array.npy"], "array")[1].splitlines()[:2] == ["0.0", "1.0"]
+    facts = json.loads(invoke("info", written["array.zarr"], "--json")[1])
     assert facts["format"] == "zarr" and facts["items"][0]["shape"] == [512, 8]
-    assert invoke(capsys, "ls", written["array.zarr"])[1] == "array\n"
-    lines = invoke(capsys, "cat", written["array.zarr"], "array")[1].splitlines()
+    assert invoke("ls", written["array.zarr"])[1] == "array\n"
+    lines = invoke("cat", written["array.zarr"], "array")[1].splitlines()
     assert len(lines) == 512 * 8 and lines[:2] == ["0.0", "1.0"]
-    code, _out, err = invoke(capsys, "cat", written["array.npy"], "nope")
+    code, _out, err = invoke("cat", written["array.npy"], "nope")
     assert code == 1 and "its entries: array" in err
     broken = tmp_path / "broken.npy"
     broken.write_bytes(written["array.npy"].read_bytes()[:20])
-    code, _out, err = invoke(capsys, "info", broken)
+    code, _out, err = invoke("info", broken)
     assert code == 1 and err.startswith(f"arrayio: {broken}: not a readable .npy file")
 
 
