@@ -130,6 +130,8 @@ def test_top_level_help_lists_every_verb_of_every_group(invoke):
         assert " ".join(group.summary().split()) in text
     for verb in ("merge", "filter", "stats", "export-lerobot"):
         assert verb in GROUPS[1].summary()
+    for group in GROUPS:
+        assert main.get_command(click.Context(main), group.name).help == group.summary()
 
 
 def test_docs_cli_md_has_the_generated_verbs_table():

@@ -17,7 +17,7 @@ import click
 
 from ._common import force_option, json_option, storage_option
 
-__all__ = ["GROUPS", "VERBS", "Group", "Verb", "command", "markdown_table"]
+__all__ = ["GROUPS", "VERBS", "Group", "Verb", "command", "group_help", "markdown_table"]
 
 
 @dataclass(frozen=True)
@@ -107,6 +107,11 @@ VERBS: tuple[Verb, ...] = (
 _VERBS = {verb.name: verb for verb in VERBS}
 FLAG_OPTIONS: dict[str, Callable[[Callable], Callable]] = {
     "json": json_option, "storage": storage_option, "force": force_option}
+
+
+def group_help(name: str) -> str:
+    """The help text of group ``name``: its row's summary."""
+    return next(group.summary() for group in GROUPS if group.name == name)
 
 
 def command(group: click.Group, name: str, **settings: Any) -> Callable[[Callable], click.Command]:

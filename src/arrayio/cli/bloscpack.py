@@ -34,7 +34,7 @@ from ..bloscpack import (
 from ..bloscpack._records import MAX_BUFFERSIZE, SUFFIXES, reverse_pretty
 from ._common import fail as _fail
 from ._common import progress
-from ._table import VERBS, command
+from ._table import VERBS, command, group_help
 
 PROGRESS_THRESHOLD = 64 * 2**20
 _VERBOSITY = {"level": 0}
@@ -122,7 +122,7 @@ class _Group(click.Group):
             formatter.write_dl(rows)
 
 
-@click.group(name="bloscpack", cls=_Group, invoke_without_command=True,
+@click.group(name="bloscpack", cls=_Group, invoke_without_command=True, help=group_help("bloscpack"),
              context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("-v", "--verbose", is_flag=True, help="be verbose about actions")
 @click.option("-d", "--debug", is_flag=True, help="print debugging output too")
@@ -133,7 +133,7 @@ class _Group(click.Group):
                               f"blosc: '{blosc.VERSION_STRING}'", prog_name="blpk")
 @click.pass_context
 def bloscpack(ctx: click.Context, verbose: bool, debug: bool, force: bool, nthreads: int | None) -> None:
-    """Command line de/compression with blosc, in bloscpack (.blp) files."""
+    """Command line de/compression with blosc, in bloscpack (.blp) files (help: the verb table)."""
     if verbose and debug:
         raise click.UsageError("-v/--verbose and -d/--debug are mutually exclusive")
     _VERBOSITY["level"] = 2 if debug else 1 if verbose else 0

@@ -10,7 +10,7 @@ import click
 from ..kdb import convert, lerobot, tools
 from ..kdb import open as open_file
 from ._common import emit_json, fail, progress, storage_options_of, target_of
-from ._table import command
+from ._table import command, group_help
 
 COMPRESS_CHOICES = click.Choice(["jpeg", "png", "none"])
 
@@ -28,10 +28,9 @@ def _exists(source: str, folder: bool = False) -> None:
         raise OSError(code, os.strerror(code), source)
 
 
-@click.group(name="kdb", context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(name="kdb", help=group_help("kdb"), context_settings={"help_option_names": ["-h", "--help"]})
 def kdb() -> None:
-    """kdb (KINO) tools: ingest robomimic HDF5 or LeRobot datasets, export to .npz or LeRobot, merge,
-    filter, stats, show an episode."""
+    """The ``arrayio kdb`` group (its help comes from the verb table)."""
 
 
 @command(kdb, "kdb ingest-hdf5")
