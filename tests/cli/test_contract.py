@@ -112,6 +112,8 @@ def test_each_verb_takes_the_flags_its_row_names_and_its_help_is_the_row(verb):
     assert ("--storage-option" in options) == ("storage" in verb.flags)
     assert ("--force" in options) == ("force" in verb.flags)
     assert command.help == verb.summary
+    for argument in (parameter for parameter in command.params if isinstance(parameter, click.Argument)):
+        assert argument.human_readable_name.removesuffix("...") in verb.arguments, (verb.name, argument.name)
 
 
 def test_every_verb_that_reads_a_file_or_url_takes_storage_options():

@@ -78,7 +78,7 @@ VERBS: tuple[Verb, ...] = (
          ("storage",)),
     Verb("map", "FILE [--png OUT.png]", "Every byte of FILE as sections in file order: offset, length, kind, "
          "label; exit 1 when the file has problems.", ("json", "storage"), "the sections, totals and problems"),
-    Verb("demo", "[DIR]", "Write, read back and validate a sample file of every format.", ("json",),
+    Verb("demo", "[FOLDER]", "Write, read back and validate a sample file of every format.", ("json",),
          '`{"folder", "formats": [...]}`'),
     Verb("bloscpack compress", "IN_FILE [OUT_FILE]", "Compress a file into a bloscpack file (the reference "
          "blpk's options and defaults).", ("force",), aliases=("c",)),
