@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ._optional import require
-from ._text import TEXT_LIMIT, value_lines
+from ._text import BLOCK_VALUES, TEXT_LIMIT, value_lines
 from .errors import FormatError
 
 __all__ = ["KINDS", "cat", "entries", "info", "kind_of"]
@@ -65,6 +65,16 @@ def _npy(path: Any) -> np.ndarray:
         raise _unreadable(path, "npy", error) from None
 
 
+def _npy_header(stream: Any) -> tuple[tuple[int, ...], np.dtype]:
+    """Shape and dtype from the .npy header at the stream's position, which is left at the data."""
+    version = np.lib.format.read_magic(stream)
+    read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+    shape, _fortran, dtype = read_header(stream)
+    if dtype.hasobject:
+        raise ValueError("it holds Python objects (pickles), which are never loaded")
+    return tuple(shape), dtype
+
+
 def _npz_rows(path: Any) -> list[dict[str, Any]]:
     """One row per member, from the members' .npy headers (no array is read)."""
     rows = []
@@ -72,14 +82,27 @@ def _npz_rows(path: Any) -> list[dict[str, Any]]:
         with zipfile.ZipFile(path) as archive:
             for member in archive.namelist():
                 with archive.open(member) as stream:
-                    version = np.lib.format.read_magic(stream)
-                    read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-                                   else np.lib.format.read_array_header_2_0)
-                    shape, _fortran, dtype = read_header(stream)
-                rows.append(_row(member.removesuffix(".npy"), dtype, tuple(shape)))
+                    shape, dtype = _npy_header(stream)
+                rows.append(_row(member.removesuffix(".npy"), dtype, shape))
     except (zipfile.BadZipFile, ValueError, EOFError) as error:
         raise _unreadable(path, "npz", error) from None
     return rows
+
+
+def _npz_member_lines(path: Any, name: str, numbers: bool) -> Iterator[str]:
+    """The values of one member, decompressed a block at a time in storage order (memory stays bounded)."""
+    with zipfile.ZipFile(path) as archive, archive.open(name + ".npy") as stream:
+        shape, dtype = _npy_header(stream)
+        remaining = math.prod(shape) * dtype.itemsize
+        if len(shape) == 1 and remaining <= TEXT_LIMIT:  # small enough to be text: whole
+            yield from value_lines(np.frombuffer(stream.read(remaining), dtype), numbers)
+            return
+        while remaining > 0:
+            data = stream.read(min(remaining, BLOCK_VALUES * dtype.itemsize))
+            if len(data) % dtype.itemsize or not data:
+                raise _unreadable(path, "npz", EOFError(f"member {name!r} ends {remaining} bytes early"))
+            remaining -= len(data)
+            yield from value_lines(np.frombuffer(data, dtype), numbers=True)
 
 
 def _zarr_arrays(path: Any) -> Iterator[tuple[str, Any]]:
@@ -137,8 +160,7 @@ def cat(target: Any, name: str, numbers: bool = False) -> Iterator[str]:
     elif kind == "npz":
         if name not in {row["name"] for row in _npz_rows(target)}:
             raise KeyError(name)
-        with np.load(target, allow_pickle=False) as archive:
-            yield from value_lines(archive[name], numbers)
+        yield from _npz_member_lines(target, name, numbers)
     else:
         arrays = dict(_zarr_arrays(target))
         if name not in arrays:

@@ -180,6 +180,13 @@ def test_info_ls_cat_of_the_npy_npz_and_zarr_that_convert_writes(demos, tmp_path
     assert len(lines) == 512 * 8 and lines[:2] == ["0.0", "1.0"]
     code, _out, err = invoke("cat", written["array.npy"], "nope")
     assert code == 1 and "its entries: array" in err
+    numpy_written = tmp_path / "numpy.npz"  # one that numpy wrote: compressed, a Fortran-order member, text bytes
+    np.savez_compressed(numpy_written, big=np.arange(300_000), fortran=np.asfortranarray(np.arange(6).reshape(2, 3)),
+                        note=np.frombuffer(b"made by numpy", np.uint8))
+    lines = invoke("cat", numpy_written, "big")[1].splitlines()
+    assert len(lines) == 300_000 and lines[-1] == "299999"
+    assert invoke("cat", numpy_written, "fortran")[1].split() == ["0", "3", "1", "4", "2", "5"]  # storage order
+    assert invoke("cat", numpy_written, "note")[1] == "made by numpy\n"
     broken = tmp_path / "broken.npy"
     broken.write_bytes(written["array.npy"].read_bytes()[:20])
     code, _out, err = invoke("info", broken)

@@ -98,7 +98,7 @@ def _file_report(file: str, pairs: tuple[str, ...]) -> dict[str, Any]:
         problems = [Problem(error.strerror or str(error))]
     except ArrayIOError as error:
         problems = [Problem.from_error(error) if isinstance(error, FormatError) else Problem(str(error))]
-    return {"file": file, "format": name, "problems": [_without_name(problem, file) for problem in problems]}
+    return {"file": file, "format": name, "problems": problems}
 
 
 def _without_name(problem: Problem, file: str) -> Problem:
@@ -134,6 +134,8 @@ def validate(ctx: click.Context, files: tuple[str, ...], as_json: bool, dask_add
         reports = _reports_on_dask(files, dask_address, storage_options)
     else:
         reports = [_file_report(file, storage_options) for file in files]
+    for report in reports:
+        report["problems"] = [_without_name(problem, report["file"]) for problem in report["problems"]]
     valid = not any(report["problems"] for report in reports)
     if as_json:
         emit_json({"valid": valid, "files": [
