@@ -223,3 +223,9 @@ def test_ctrl_c_exits_130(inputs, cli_argv, tmp_path):
         _rest, errors = process.communicate(timeout=60)
         assert process.returncode == 130
         assert b"Traceback" not in errors
+
+
+def test_demo_reads_no_input_and_exits_0(invoke, tmp_path):
+    code, out, err = invoke("demo", tmp_path / "demo", "--json")
+    assert code == 0, err
+    assert all(row["valid"] for row in json.loads(out)["formats"])
