@@ -14,6 +14,8 @@
       OutputExistsError           an output target exists and replacing it was not asked for
                                   (also a FileExistsError)
       UnsafeNameError             a name read from a file cannot become a path segment
+      MissingDependencyError      an optional package is not installed (also an ImportError); the
+                                  message names the extra that installs it
 
 ``Problem`` is what ``validate()`` returns: one finding, with the same parts a
 ``FormatError`` carries.
@@ -47,6 +49,7 @@ __all__ = [
     "WriteError",
     "OutputExistsError",
     "UnsafeNameError",
+    "MissingDependencyError",
     "Problem",
     "RemoteError",
     "ObjectChangedError",
@@ -196,6 +199,10 @@ class OutputExistsError(ArrayIOError, FileExistsError):
 class UnsafeNameError(FormatError):
     """A name that came from a file (a key, camera or feature name, a path template) would not stay
     one path segment under its root (``..``, ``/``, NUL, a reserved store name): names are data, not paths."""
+
+
+class MissingDependencyError(ArrayIOError, ImportError):
+    """A feature needs an optional package that is not installed; the message says how to install it."""
 
 
 def _rebuild_write_error(operation: str, path: str, errno: int, strerror: str) -> WriteError:
