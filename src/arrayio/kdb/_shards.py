@@ -92,6 +92,7 @@ class ShardSet:
         self.on_bad_image = on_bad_image
         shards, positions, frames, fps = [], [], [], []
         self.cameras: list[str] = []
+        self.dims: dict[str, int] = {}  # state and action sizes of the first episode
         self._files: dict[int, KdbFile] = {}
         self._pid = os.getpid()
         for shard in range(len(self.sources)):
@@ -104,6 +105,8 @@ class ShardSet:
                     fps.append(np.array([kdb.read_meta(p).fps for p in range(len(kdb))], np.float64))
                 if not self.cameras:
                     self.cameras = _first_cameras(kdb)
+                if not self.dims and len(kdb):
+                    self.dims = {"state": int(kdb.index["state_dim"][0]), "action": int(kdb.index["action_dim"][0])}
         self.episode_shard = np.concatenate(shards)
         self.episode_position = np.concatenate(positions)
         self.episode_frames = np.concatenate(frames)
