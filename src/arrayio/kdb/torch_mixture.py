@@ -13,6 +13,7 @@ from torch.utils.data import default_collate as _default_collate
 
 from .torch_batch import PACKED_PARTS, Samples, pack
 
+
 class MixtureDataset(Dataset):
     """Frames drawn from several datasets in proportion to their weights, the same for every process.
 
