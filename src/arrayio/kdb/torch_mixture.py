@@ -195,8 +195,9 @@ def _signature(dataset: Any) -> tuple | None:
 
 def _padded_dims(datasets: Sequence[Any]) -> dict[str, int] | None:
     """{field: largest size} when the datasets' state or action sizes differ, else None (nothing to pad)."""
-    dims = [getattr(dataset, "dims", None) for dataset in datasets]
-    if any(dim is None for dim in dims):
+    found = [getattr(dataset, "dims", None) for dataset in datasets]
+    dims = [dim for dim in found if dim is not None]
+    if len(dims) != len(found):
         return None
     fields = sorted({field for dim in dims for field in dim})
     if all(len({dim.get(field) for dim in dims}) == 1 for field in fields):
