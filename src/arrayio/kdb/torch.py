@@ -143,12 +143,15 @@ class FrameDataset(Dataset):
         """{"state": size, "action": size} of the first episode (a batch of one dataset has one size)."""
         return self.shards.dims
 
-    def with_decode(self, decode: str) -> FrameDataset:
-        """A copy of this dataset (sharing its tables) that decodes as ``decode``."""
+    def with_decode(self, decode: str, image_format: str | None = None) -> FrameDataset:
+        """A copy of this dataset (sharing its tables) that decodes as ``decode`` (into ``image_format``)."""
         if decode not in DECODE_MODES:
             raise ValueError(f"kdb: decode must be one of {DECODE_MODES}, got {decode!r}")
         copy = _copy.copy(self)
         copy.decode = decode
+        if image_format is not None:
+            check_image_format(image_format)
+            copy.image_format = image_format
         return copy
 
     @property

@@ -3,6 +3,7 @@ proportion to weights, deterministic for a seed, with state/action sizes padded 
 
 from __future__ import annotations
 
+import copy as _copy
 from collections.abc import Sequence
 from typing import Any
 
@@ -58,6 +59,14 @@ class MixtureDataset(Dataset):
         self._plan: tuple[np.ndarray, np.ndarray] | None = None
         self._one_kind: bool | None = None
         self.pad_to = _padded_dims(self.datasets) if pad_dims else None
+
+    def with_decode(self, decode: str, image_format: str | None = None) -> MixtureDataset:
+        """A copy of this mixture whose datasets decode as ``decode`` (those that have the option)."""
+        copy = _copy.copy(self)
+        copy.datasets = [dataset.with_decode(decode, image_format) if hasattr(dataset, "with_decode") else dataset
+                         for dataset in self.datasets]
+        copy._one_kind = None
+        return copy
 
     def set_epoch(self, epoch: int) -> None:
         """Draw a new mixture for ``epoch`` (as DistributedSampler.set_epoch does for its order)."""
