@@ -11,10 +11,13 @@ from typing import Any
 import numpy as np
 import torch
 from torch.utils.data import default_collate as _default_collate
+from torch.utils.data._utils.collate import collate as _collate
+from torch.utils.data._utils.collate import default_collate_fn_map
 
 IMAGE_FORMATS = ("float", "uint8")
 PACKED_PARTS = ("_offsets", "_sizes")
 _NUMPY_DTYPES = {torch.uint8: np.uint8, torch.float32: np.float32}
+SCALE = np.float32(1 / 255)  # uint8 pixels -> float32 in [0, 1]
 
 
 def check_image_format(image_format: str) -> None:
@@ -69,31 +72,44 @@ def image_tensor(pixels: np.ndarray | torch.Tensor, image_format: str) -> torch.
     lead = pixels.ndim - 3
     tensor = pixels if isinstance(pixels, torch.Tensor) else torch.from_numpy(pixels)
     if image_format == "float":
-        scale = np.float32(1 / 255)
-        tensor = batch_tensor(tuple(tensor.shape), torch.float32).copy_(tensor).mul_(scale)  # type: ignore[arg-type]
+        floats = batch_tensor(tuple(tensor.shape), torch.float32)
+        # One numpy pass (uint8 * scale -> float32): torch's copy_ then mul_ reads and writes the batch
+        # twice and, in the main process, wakes its thread pool for every item (14 ms for one 224x224
+        # image on a loaded 2-core machine against 0.1 ms here).
+        np.multiply(tensor.numpy(), SCALE, out=floats.numpy(), dtype=np.float32)
+        tensor = floats
     return tensor.permute(*range(lead), lead + 2, lead, lead + 1)
 
 
+class SampleItem(dict):
+    """One item of a fetched batch (a plain dict to its users)."""
+
+
 class Samples(Sequence):
-    """One fetched batch: :func:`collate` returns it whole; default collation takes it apart by item."""
+    """One fetched batch: :func:`collate` returns it whole, and so does default collation of decoded images
+    (it would otherwise stack the items back into a copy of the same batch); packed bytes are taken
+    apart by item there, as lists of bytes."""
 
     def __init__(self, batch: dict[str, Any], size: int, packed: Sequence[str] = ()) -> None:
         self.batch = batch
         self.size = size
         self.packed = tuple(packed)
-        self._items: list[dict[str, Any]] | None = None
+        self._items: list[SampleItem] | None = None
 
     def __len__(self) -> int:
         return self.size
 
     def __getitem__(self, item: Any) -> Any:
+        if isinstance(item, (int, np.integer)) and -self.size <= item < self.size:  # default collation asks
+            return self._item(int(item) % self.size)  # for item 0 only, to look its type up
         if self._items is None:
             self._items = [self._item(number) for number in range(self.size)]
         return self._items[item]
 
-    def _item(self, number: int) -> dict[str, Any]:
+    def _item(self, number: int) -> SampleItem:
         hidden = {camera + part for camera in self.packed for part in PACKED_PARTS}
-        item = {key: value[number] for key, value in self.batch.items() if key not in hidden and key not in self.packed}
+        item = SampleItem({key: value[number] for key, value in self.batch.items()
+                           if key not in hidden and key not in self.packed})
         for camera in self.packed:
             item[camera] = _packed_item(self.batch, camera, number)
         return item
@@ -115,6 +131,20 @@ def collate(samples: Any) -> Any:
     if isinstance(samples, Samples):
         return samples.batch
     return _default_collate(samples)
+
+
+def _collate_items(batch: Sequence[SampleItem], *, collate_fn_map: dict | None = None) -> Any:
+    """Default collation of SampleItems: a whole fetched batch of decoded images as it was fetched (the
+    values default collation would stack, in the batch's own tensors), anything else item by item."""
+    if isinstance(batch, Samples) and not batch.packed:
+        return dict(batch.batch)
+    return _collate([dict(item) for item in batch], collate_fn_map=collate_fn_map)
+
+
+# torch's DataLoader hands a fetched batch to default_collate, which looks the type of its first item up
+# in this table: a batch of SampleItems is then returned as fetched instead of copied item by item (half
+# the DataLoader throughput of 224x224 float images on 2 workers).
+default_collate_fn_map[SampleItem] = _collate_items
 
 
 def pack(key: str, pieces: list[Any]) -> dict[str, torch.Tensor]:

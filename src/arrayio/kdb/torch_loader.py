@@ -36,7 +36,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from .torch import decode_batch
-from .torch_batch import check_image_format, collate, packed_cameras
+from .torch_batch import SCALE, check_image_format, collate, packed_cameras
 
 __all__ = ["DecodeChoice", "GpuLoader", "choose_decode"]
 
@@ -48,7 +48,6 @@ NVJPEG_IMAGES_PER_S = ((96 * 96, 37_400.0), (224 * 224, 41_400.0))
 # The same decode with 15 busy worker processes on 16 cores: nvJPEG's host stage competes with them.
 NVJPEG_BUSY_HOST_FACTOR = 14_500 / 20_200
 SAMPLE_FRAMES = 64
-_SCALE = float(np.float32(1 / 255))  # the factor the CPU decode scales pixels by, for equal floats
 
 
 class Event(Protocol):
@@ -415,7 +414,7 @@ class GpuLoader:
                for key, value in host.items()}
         if self.image_format == "float" and self.ops.copies:  # the workers sent uint8: a quarter of the bytes
             for key in [key for key in out if key.startswith("image.") and out[key].dtype == torch.uint8]:
-                out[key] = out[key].float().mul_(_SCALE)
+                out[key] = out[key].float().mul_(float(SCALE))  # the CPU decode's factor: equal floats
         return out
 
     def _stage_all(self, staged: queue.Queue, stop: threading.Event) -> None:
