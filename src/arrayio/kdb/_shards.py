@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from .._sources import expand_url_pattern, is_remote, is_url_pattern
+from ._batch_reads import IMAGE_TABLE_DTYPE, NO_IMAGE
 from ._reader import KdbFile
 
 _GLOB_CHARACTERS = frozenset("*?[")
@@ -27,8 +28,6 @@ _GLOB_CHARACTERS = frozenset("*?[")
 # rows: past the budget the rows are dropped and parsed again when next needed.
 IMAGE_TABLE_BUDGET = 1 << 22
 STEP_ROWS_BUDGET = 1 << 22
-IMAGE_TABLE_DTYPE = np.dtype([("offset", np.int64), ("length", np.int64), ("height", np.int64),
-                              ("width", np.int64), ("channels", np.int64), ("format", np.int64)])
 
 
 def resolve_sources(source: Any, storage_options: dict | None = None) -> list[Any]:
@@ -148,19 +147,8 @@ class ShardSet:
         rows = self._images
         for episode in rows.missing(episodes, self.episode_frames).tolist():
             shard, position = int(self.episode_shard[episode]), int(self.episode_position[episode])
-            kdb = self.file(shard)
-            frames = int(self.episode_frames[episode])
-            table: dict[str, np.ndarray] = {}
-            for frame in range(frames):
-                for record in kdb.image_records(position, frame):
-                    column = table.get(record.camera)
-                    if column is None:
-                        column = table[record.camera] = np.zeros(frames, IMAGE_TABLE_DTYPE)
-                        column["length"] = -1
-                    if column["length"][frame] < 0:  # a repeated camera name: the first record counts
-                        column[frame] = (record.offset, record.length, record.height, record.width,
-                                         record.channels, record.format)
-            rows.append(episode, frames, table, IMAGE_TABLE_DTYPE, _NO_IMAGE)
+            table = self.file(shard).image_table(position)
+            rows.append(episode, int(self.episode_frames[episode]), table, IMAGE_TABLE_DTYPE, NO_IMAGE)
         return rows
 
     def load_steps(self, episodes: np.ndarray) -> _EpisodeRows:
@@ -204,9 +192,6 @@ class ShardSet:
         self.__dict__.update(state)
         self._pid = os.getpid()
         self._forget_rows()
-
-
-_NO_IMAGE = np.array((0, -1, 0, 0, 0, 0), IMAGE_TABLE_DTYPE)
 
 
 class _EpisodeRows:

@@ -34,10 +34,11 @@ import torch
 from torch.utils.data import Dataset
 
 from . import _images
+from ._batch_reads import IMAGE_TABLE_DTYPE
 from ._errors import ImageDecodeError
 from ._images import JPEG_MAGIC
 from ._reader import ImageRecord
-from ._shards import IMAGE_TABLE_DTYPE, ShardSet, frame_offsets
+from ._shards import ShardSet, frame_offsets
 from .lerobot import TOLERANCE_S
 from .torch_batch import (
     PACKED_PARTS,
@@ -388,13 +389,7 @@ class _ImageGather:
     def packed(self, sources: _Sources, key: str, windowed: bool) -> dict[str, torch.Tensor]:
         """``key``: every stored image's bytes in one uint8 tensor; ``key_offsets``: (count + 1,) int64
         starts; ``key_sizes``: (B[, n], 4) int32 height, width, channels, format byte."""
-        files = {owner: sources.file(owner).source for owner in np.unique(self.source).tolist()}
-        pieces = []
-        for start, length, owner in zip(self.records["offset"].reshape(-1).tolist(),
-                                        self.records["length"].reshape(-1).tolist(), self.source.reshape(-1).tolist()):
-            source = files[owner]
-            buffer = source.buffer
-            pieces.append(buffer[start:start + length] if buffer is not None else source.view(start, length, "image"))
+        pieces = _stored_bytes(sources, self.source.reshape(-1), self.records.reshape(-1))
         records = self.records
         sizes = np.stack([records["height"], records["width"], records["channels"], records["format"]],
                          -1).astype(np.int32)
@@ -416,18 +411,14 @@ class _ImageGather:
                              f"{shape} in one batch; a batch needs one image size per camera")
         batch = batch_tensor((self.size * self.window, *shape), torch.uint8)
         pixels = batch.numpy()
-        owners = self.source.reshape(-1)[places].tolist()
-        files = {owner: sources.file(owner).source for owner in set(owners)}
-        buffers = {owner: source.buffer for owner, source in files.items()}
-        for place, offset, length, fmt, owner in zip(places.tolist(), chosen["offset"].tolist(),
-                                                     chosen["length"].tolist(), formats.tolist(), owners):
+        owners = self.source.reshape(-1)[places]
+        stored = _stored_bytes(sources, owners, chosen)
+        for place, offset, length, fmt, owner, data in zip(places.tolist(), chosen["offset"].tolist(),
+                                                           chosen["length"].tolist(), formats.tolist(),
+                                                           owners.tolist(), stored):
             target = pixels[place]
-            if fmt:  # JPEG straight into the batch; anything else (and any failure) by the reader below
-                buffer = buffers[owner]
-                data = (buffer[offset:offset + length] if buffer is not None
-                        else files[owner].view(offset, length, "image"))
-                if _images.decode_jpeg_into(data, target):
-                    continue
+            if fmt and _images.decode_jpeg_into(data, target):  # JPEG straight into the batch
+                continue  # anything else (and any failure) by the reader below
             record = records[place]
             kdb = sources.file(owner)
             image = ImageRecord(self.camera, int(record["width"]), int(record["height"]), int(record["channels"]),
@@ -441,6 +432,17 @@ class _ImageGather:
         if len(repeats):
             pixels[repeats] = pixels[first[inverse[repeats]]]
         return batch.reshape(self.size, self.window, *shape)
+
+
+def _stored_bytes(sources: _Sources, owners: np.ndarray, records: np.ndarray) -> list[Any]:
+    """The stored bytes of each record (read from source ``owners[i]``), one batched read per file."""
+    pieces: list[Any] = [None] * len(records)
+    for owner in np.unique(owners).tolist():
+        places = np.flatnonzero(owners == owner)
+        chosen = records[places]
+        for place, data in zip(places.tolist(), sources.file(owner).image_bytes(chosen["offset"], chosen["length"])):
+            pieces[place] = data
+    return pieces
 
 
 # -- packed bytes ----------------------------------------------------------------------------------
