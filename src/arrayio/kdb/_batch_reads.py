@@ -15,9 +15,6 @@ import numpy as np
 IMAGE_TABLE_DTYPE = np.dtype([("offset", np.int64), ("length", np.int64), ("height", np.int64),
                               ("width", np.int64), ("channels", np.int64), ("format", np.int64)])
 NO_IMAGE = np.array((0, -1, 0, 0, 0, 0), IMAGE_TABLE_DTYPE)
-# Byte ranges of one batch at most this far apart are fetched in one request: a request costs about
-# as much as this many bytes of transfer on an object store, so reading the gap is cheaper.
-COALESCE_GAP = 256 << 10
 
 
 class BatchReads:
@@ -44,10 +41,22 @@ class BatchReads:
                                      record.format)
         return table
 
+    def prefetch_episodes(self: Any, positions: Sequence[int], *, images: bool = True) -> None:
+        """Fetch the state/action sections (and image sections) of the episodes at ``positions`` from a
+        remote file ahead of reading them: sections that lie back to back go in one request (a no-op
+        for a mapped file)."""
+        ranges = []
+        for position in positions:
+            entry = self.entry(int(position))
+            ranges.append((entry.actions_offset, entry.actions_length))
+            if images:
+                ranges.append((entry.images_offset, entry.images_length))
+        self.source.prefetch(ranges)
+
     def image_bytes(self: Any, offsets: Sequence[int] | np.ndarray, lengths: Sequence[int] | np.ndarray) -> list[Any]:
         """The stored bytes of the image records at ``offsets`` (``lengths`` each), as buffers: slices of
-        the map for a local file; for a remote one, fetched first in as few requests as ranges
-        ``COALESCE_GAP`` apart allow (the ranges of one episode are usually one request)."""
+        the map for a local file; for a remote one, fetched first in one request per episode they lie
+        in (the span from the first to the last of them; nothing when the file's cache holds it)."""
         starts = np.asarray(offsets, np.int64).reshape(-1)
         sizes = np.asarray(lengths, np.int64).reshape(-1)
         buffer = self.source.buffer
@@ -55,19 +64,22 @@ class BatchReads:
             for start, size in zip(starts.tolist(), sizes.tolist()):
                 self.source.check(start, size, "image")
             return [buffer[start:start + size] for start, size in zip(starts.tolist(), sizes.tolist())]
-        self.source.prefetch(coalesce(starts, sizes, COALESCE_GAP))
+        sections = self.index["images_offset"].astype(np.int64)
+        self.source.prefetch(episode_spans(starts, sizes, sections))
         return [self.source.view(start, size, "image") for start, size in zip(starts.tolist(), sizes.tolist())]
 
 
-def coalesce(starts: np.ndarray, sizes: np.ndarray, gap: int) -> list[tuple[int, int]]:
-    """(offset, length) spans covering every range, ranges at most ``gap`` bytes apart joined."""
+def episode_spans(starts: np.ndarray, sizes: np.ndarray, sections: np.ndarray) -> list[tuple[int, int]]:
+    """(offset, length) per episode image section that ``sections`` (each episode's start) places the
+    ranges in: from the first range's start to the last one's end. A span never crosses into another
+    episode, so a section already fetched whole (by image_table) covers it."""
     if not len(starts):
         return []
-    order = np.argsort(starts, kind="stable")
-    spans: list[list[int]] = []
-    for start, stop in zip(starts[order].tolist(), (starts + sizes)[order].tolist()):
-        if spans and start <= spans[-1][1] + gap:
-            spans[-1][1] = max(spans[-1][1], stop)
-        else:
-            spans.append([start, stop])
-    return [(start, stop - start) for start, stop in spans]
+    order = np.sort(sections)
+    episode = np.searchsorted(order, starts, side="right") - 1
+    spans = []
+    for number in np.unique(episode).tolist():
+        chosen = episode == number
+        first, last = int(starts[chosen].min()), int((starts + sizes)[chosen].max())
+        spans.append((first, last - first))
+    return spans

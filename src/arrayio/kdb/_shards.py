@@ -141,6 +141,14 @@ class ShardSet:
         self._images = _EpisodeRows(self.num_episodes, IMAGE_TABLE_BUDGET)
         self._steps = _EpisodeRows(self.num_episodes, STEP_ROWS_BUDGET)
 
+    def prefetch(self, episodes: np.ndarray, *, images: bool) -> None:
+        """Fetch the sections of those global ``episodes`` (distinct) whose rows this process lacks, from
+        remote shards in one request per run of adjacent episodes (nothing for mapped files)."""
+        missing = episodes[(self._steps.start[episodes] < 0) | (images & (self._images.start[episodes] < 0))]
+        for shard in np.unique(self.episode_shard[missing]).tolist():
+            positions = self.episode_position[missing[self.episode_shard[missing] == shard]]
+            self.file(shard).prefetch_episodes(positions.tolist(), images=images)
+
     def load_images(self, episodes: np.ndarray) -> _EpisodeRows:
         """The image records of every camera of the global ``episodes`` (distinct), each episode's records
         parsed once per process: ``rows.columns[camera][rows.start[e] + frame]`` (length -1: no image)."""

@@ -267,6 +267,7 @@ def _fetch_parts(parts: list[tuple[FrameDataset, Sequence[int], np.ndarray]], si
             if output.key in image_keys and output.key not in image_state:
                 image_state[output.key] = _ImageGather(size, window, output.field[len("image."):])
         unique = np.unique(episodes)
+        shards.prefetch(unique, images=bool(images))
         if any(output.field in _STEP_FIELDS for output in outputs):
             steps = shards.load_steps(unique)
             rows_at = steps.start[episodes][:, None]
