@@ -48,6 +48,9 @@ NVJPEG_IMAGES_PER_S = ((96 * 96, 37_400.0), (224 * 224, 41_400.0))
 # The same decode with 15 busy worker processes on 16 cores: nvJPEG's host stage competes with them.
 NVJPEG_BUSY_HOST_FACTOR = 14_500 / 20_200
 SAMPLE_FRAMES = 64
+# Decoded pixels a main process takes in from its DataLoader workers per second: the issue's decode="cpu"
+# rates with 15 workers deliver 1.28 GB/s (96 px) and 1.60 GB/s (224 px), whatever the decode costs.
+DELIVERY_BYTES_PER_S = 1.5e9
 
 
 class Event(Protocol):
@@ -208,17 +211,20 @@ def nvjpeg_images_per_second(pixels: int) -> float:
 
 
 def choose_decode(*, cpu_frame_s: float, packed_frame_s: float, gpu_images_per_s: float | None, cameras: int,
-                  workers: int, cores: int) -> DecodeChoice:
+                  workers: int, cores: int, frame_bytes: int = 0) -> DecodeChoice:
     """The faster of CPU-worker decode and device decode for these per-frame costs and this machine.
 
     ``cpu_frame_s``: seconds one process takes to fetch and decode a frame; ``packed_frame_s``: to fetch
-    it as packed bytes; ``gpu_images_per_s``: the device's decode rate (None: no device decode here).
-    Decoding processes are the workers (the main process when there are none), at most cores - 1 of
-    them running at once; with as many workers as that, the device decode's host stage competes with
-    them for the CPU.
+    it as packed bytes; ``gpu_images_per_s``: the device's decode rate (None: no device decode here);
+    ``frame_bytes``: a frame's decoded uint8 pixels. Decoding processes are the workers (the main
+    process when there are none), at most cores - 1 of them running at once, and what they decode
+    reaches the main process at DELIVERY_BYTES_PER_S at most; with as many workers as cores - 1, the
+    device decode's host stage competes with them for the CPU.
     """
     processes = max(1, min(workers, max(cores - 1, 1)))
     cpu = processes / cpu_frame_s
+    if workers and frame_bytes:
+        cpu = min(cpu, DELIVERY_BYTES_PER_S / frame_bytes)
     if gpu_images_per_s is None:
         return DecodeChoice("cpu", cpu, None, "no device decode on this device")
     contention = NVJPEG_BUSY_HOST_FACTOR if workers >= max(cores - 1, 1) else 1.0
@@ -262,8 +268,10 @@ def measure_choice(dataset: Any, ops: DeviceOps, *, workers: int, cores: int, im
         pixels = int(np.prod(packed[cameras[0] + "_sizes"].reshape(-1, 4)[0, :2].tolist()))
         rate = nvjpeg_images_per_second(pixels)
     per_frame = sum(int(np.prod(packed[key + "_sizes"].shape[1:-1])) for key in cameras)
+    frame_bytes = sum(int(np.prod(packed[key + "_sizes"].reshape(-1, 4)[0, :3].tolist())) * int(
+        np.prod(packed[key + "_sizes"].shape[1:-1])) for key in cameras)
     return choose_decode(cpu_frame_s=cpu_frame_s, packed_frame_s=packed_frame_s, gpu_images_per_s=rate,
-                         cameras=per_frame, workers=workers, cores=cores)
+                         cameras=per_frame, workers=workers, cores=cores, frame_bytes=frame_bytes)
 
 
 # -- the loader -------------------------------------------------------------------------------------
