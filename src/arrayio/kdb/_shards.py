@@ -87,6 +87,7 @@ class ShardSet:
     def __init__(self, source: Any, *, on_bad_image: str = "raise", need_fps: bool = False,
                  storage_options: dict | None = None) -> None:
         self.sources = resolve_sources(source, storage_options)
+        self.remote = any(is_remote(shard) for shard in self.sources)  # read in ranges, worth prefetching
         self.storage_options = storage_options
         self.on_bad_image = on_bad_image
         shards, positions, frames, fps = [], [], [], []
@@ -144,6 +145,8 @@ class ShardSet:
     def prefetch(self, episodes: np.ndarray, *, images: bool) -> None:
         """Fetch the sections of those global ``episodes`` (distinct) whose rows this process lacks, from
         remote shards in one request per run of adjacent episodes (nothing for mapped files)."""
+        if not self.remote:
+            return
         missing = episodes[(self._steps.start[episodes] < 0) | (images & (self._images.start[episodes] < 0))]
         for shard in np.unique(self.episode_shard[missing]).tolist():
             positions = self.episode_position[missing[self.episode_shard[missing] == shard]]
