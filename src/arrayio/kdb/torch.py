@@ -231,7 +231,7 @@ class FrameDataset(Dataset):
                 wanted[chosen] = local[chosen, None] + self._window_frames(float(value))[output.key][None, :]
         else:
             wanted = local[:, None]
-        clamped = np.clip(wanted, 0, lengths[:, None] - 1)
+        clamped = np.minimum(np.maximum(wanted, 0), lengths[:, None] - 1)  # np.clip's wrapper costs more here
         return clamped, clamped != wanted
 
 
@@ -399,11 +399,15 @@ class _ImageGather:
     def decode(self, sources: _Sources) -> torch.Tensor:
         """All images decoded into one (B, n, H, W, C) uint8 tensor, each distinct frame once."""
         records = self.records.reshape(-1)
-        _, first, inverse = np.unique(self.frame_keys.reshape(-1), return_index=True, return_inverse=True)
+        keys = self.frame_keys.reshape(-1)
+        if len(keys) == 1:  # one item (a plain __getitem__): nothing to deduplicate
+            first = inverse = np.zeros(1, np.int64)
+        else:
+            _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
         places = np.sort(first)  # decoded in batch order: the fresh batch memory is written front to back
         chosen = records[places]
         formats, channels = chosen["format"], chosen["channels"]
-        decoded_channels = np.where((formats == 0) | np.isin(channels, (1, 3, 4)), channels, 3)
+        decoded_channels = np.where((formats == 0) | (channels == 1) | (channels == 3) | (channels == 4), channels, 3)
         shapes = np.stack([chosen["height"], chosen["width"], decoded_channels], -1)
         shape = tuple(shapes[0].tolist())
         wrong = np.flatnonzero((shapes != shape).any(-1))
