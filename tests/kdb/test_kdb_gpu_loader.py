@@ -203,3 +203,26 @@ def test_auto_measures_the_dataset_and_says_what_it_chose(shards, caplog):
     assert np.isfinite(slow.choice.cpu_frames_per_s)
     with pytest.raises(ValueError, match="decode must be one of"):
         GpuLoader(dataset, device="cpu", decode="cuda")
+
+
+def _no_cuda_decode() -> str | None:
+    if not torch.cuda.is_available():
+        return "needs a CUDA GPU"
+    try:
+        import torchvision.io  # noqa: F401
+    except Exception as error:  # noqa: BLE001
+        return f"needs torchvision built for this torch ({error})"
+    return None
+
+
+@pytest.mark.skipif(_no_cuda_decode() is not None, reason=str(_no_cuda_decode()))
+def test_on_cuda_the_loader_matches_the_cpu_decode(shards):
+    dataset = FrameDataset(shards)
+    for decode in ("gpu", "cpu", "auto"):
+        loader = GpuLoader(dataset, batch_size=8, num_workers=1, device="cuda", decode=decode)
+        for number, batch in enumerate(loader):
+            assert batch["image.front"].device.type == "cuda" and batch["state"].device.type == "cuda"
+            items = list(range(number * 8, min(len(dataset), number * 8 + 8)))
+            want = reference(dataset, items)["image.front"]
+            assert float((batch["image.front"].cpu() - want).abs().mean()) < 2 / 255  # nvJPEG rounds otherwise
+        assert loader.stats.batches == len(loader) and loader.stats.pinned_bytes > 0
