@@ -15,6 +15,7 @@ import glob
 import math
 import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -28,6 +29,7 @@ _GLOB_CHARACTERS = frozenset("*?[")
 # rows: past the budget the rows are dropped and parsed again when next needed.
 IMAGE_TABLE_BUDGET = 1 << 22
 STEP_ROWS_BUDGET = 1 << 22
+FETCH_THREADS = 8  # concurrent range requests of one process's prefetch
 
 
 def resolve_sources(source: Any, storage_options: dict | None = None) -> list[Any]:
@@ -143,14 +145,22 @@ class ShardSet:
         self._steps = _EpisodeRows(self.num_episodes, STEP_ROWS_BUDGET)
 
     def prefetch(self, episodes: np.ndarray, *, images: bool) -> None:
-        """Fetch the sections of those global ``episodes`` (distinct) whose rows this process lacks, from
-        remote shards in one request per run of adjacent episodes (nothing for mapped files)."""
+        """Fetch the sections of those global ``episodes`` (distinct) whose rows this process lacks from
+        remote shards, one request per episode, up to FETCH_THREADS at once: an object store answers each
+        after a round trip, so a batch touching 20 new episodes waits for about one, not 20 (nothing
+        to do for mapped files)."""
         if not self.remote:
             return
         missing = episodes[(self._steps.start[episodes] < 0) | (images & (self._images.start[episodes] < 0))]
-        for shard in np.unique(self.episode_shard[missing]).tolist():
-            positions = self.episode_position[missing[self.episode_shard[missing] == shard]]
-            self.file(shard).prefetch_episodes(positions.tolist(), images=images)
+        if not len(missing):
+            return
+        files = [self.file(int(shard)) for shard in self.episode_shard[missing].tolist()]  # opened here, in order
+        positions = self.episode_position[missing].tolist()
+        if len(files) == 1:
+            files[0].prefetch_episodes(positions, images=images)
+            return
+        pool = _fetch_pool()
+        list(pool.map(lambda kdb, position: kdb.prefetch_episodes([position], images=images), files, positions))
 
     def load_images(self, episodes: np.ndarray) -> _EpisodeRows:
         """The image records of every camera of the global ``episodes`` (distinct), each episode's records
@@ -248,6 +258,17 @@ class _EpisodeRows:
             column[self.used:end] = fill if given is None else given
         self.start[episode] = self.used
         self.used = end
+
+
+def _fetch_pool() -> ThreadPoolExecutor:
+    """This process's threads for remote prefetches (a pool does not survive a fork: one per process)."""
+    pool = _FETCH_POOLS.get(os.getpid())
+    if pool is None:
+        pool = _FETCH_POOLS[os.getpid()] = ThreadPoolExecutor(FETCH_THREADS, thread_name_prefix="arrayio-kdb-fetch")
+    return pool
+
+
+_FETCH_POOLS: dict[int, ThreadPoolExecutor] = {}
 
 
 def _first_cameras(kdb: KdbFile) -> list[str]:
