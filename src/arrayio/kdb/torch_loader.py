@@ -56,7 +56,8 @@ DELIVERY_BYTES_PER_S = 1.5e9
 class Event(Protocol):
     """A point on a device stream (torch.cuda.Event, or a finished marker on the CPU)."""
 
-    def synchronize(self) -> None: ...
+    def synchronize(self) -> None:
+        """Block the host until the work before the event is done."""
 
 
 class DeviceOps(Protocol):
@@ -65,13 +66,26 @@ class DeviceOps(Protocol):
     device: torch.device
     copies: bool  # whether batches are copied through page-locked buffers to reach the device
 
-    def side_stream(self) -> contextlib.AbstractContextManager: ...
-    def record(self) -> Event: ...
-    def wait(self, event: Event) -> None: ...
-    def pinned(self, nbytes: int) -> torch.Tensor: ...
-    def decode(self, batch: Mapping[str, Any], image_format: str) -> dict[str, Any]: ...
-    def hand_over(self, batch: Mapping[str, Any]) -> None: ...
-    def images_per_second(self, batch: Mapping[str, Any], image_format: str) -> float | None: ...
+    def side_stream(self) -> contextlib.AbstractContextManager:
+        """A context in which work is issued on the loader's own stream."""
+
+    def record(self) -> Event:
+        """An event after the work issued on the side stream so far."""
+
+    def wait(self, event: Event) -> None:
+        """Make the consumer's stream wait for ``event``."""
+
+    def pinned(self, nbytes: int) -> torch.Tensor:
+        """``nbytes`` of host memory that copies to the device start from."""
+
+    def decode(self, batch: Mapping[str, Any], image_format: str) -> dict[str, Any]:
+        """The batch on the device, its packed images decoded."""
+
+    def hand_over(self, batch: Mapping[str, Any]) -> None:
+        """Mark the batch's device memory as used by the consumer's stream."""
+
+    def images_per_second(self, batch: Mapping[str, Any], image_format: str) -> float | None:
+        """The device's decode rate on this packed batch (None: it does not decode)."""
 
 
 class _Done:
