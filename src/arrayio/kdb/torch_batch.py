@@ -9,10 +9,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import torch
-from torch.utils.data import default_collate as _default_collate
-from torch.utils.data._utils.collate import collate as _collate
-from torch.utils.data._utils.collate import default_collate_fn_map
+
+try:
+    import torch
+    from torch.utils.data import default_collate as _default_collate
+    from torch.utils.data._utils.collate import collate as _collate
+    from torch.utils.data._utils.collate import default_collate_fn_map
+except ModuleNotFoundError as error:  # say which extra installs it
+    from .._optional import missing
+
+    raise missing("torch", "arrayio.kdb.torch_batch") from error
 
 IMAGE_FORMATS = ("float", "uint8")
 PACKED_PARTS = ("_offsets", "_sizes")

@@ -32,8 +32,14 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
-import torch
-from torch.utils.data import DataLoader
+
+try:
+    import torch
+    from torch.utils.data import DataLoader
+except ModuleNotFoundError as error:  # say which extra installs it
+    from .._optional import missing
+
+    raise missing("torch", "arrayio.kdb.torch_loader") from error
 
 from .torch import decode_batch
 from .torch_batch import SCALE, check_image_format, collate, packed_cameras

@@ -8,9 +8,15 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import torch
-from torch.utils.data import Dataset
-from torch.utils.data import default_collate as _default_collate
+
+try:
+    import torch
+    from torch.utils.data import Dataset
+    from torch.utils.data import default_collate as _default_collate
+except ModuleNotFoundError as error:  # say which extra installs it
+    from .._optional import missing
+
+    raise missing("torch", "arrayio.kdb.torch_mixture") from error
 
 from .torch_batch import PACKED_PARTS, Samples, pack
 
