@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 import pytest
-from test_kdb_training import write_shard
+from test_kdb_training import _cuda_and_torchvision, write_shard
 
 torch = pytest.importorskip("torch")
 
@@ -205,17 +205,7 @@ def test_auto_measures_the_dataset_and_says_what_it_chose(shards, caplog):
         GpuLoader(dataset, device="cpu", decode="cuda")
 
 
-def _no_cuda_decode() -> str | None:
-    if not torch.cuda.is_available():
-        return "needs a CUDA GPU"
-    try:
-        import torchvision.io  # noqa: F401
-    except Exception as error:  # noqa: BLE001
-        return f"needs torchvision built for this torch ({error})"
-    return None
-
-
-@pytest.mark.skipif(_no_cuda_decode() is not None, reason=str(_no_cuda_decode()))
+@pytest.mark.skipif(_cuda_and_torchvision() is not None, reason=str(_cuda_and_torchvision()))
 def test_on_cuda_the_loader_matches_the_cpu_decode(shards):
     dataset = FrameDataset(shards)
     for decode in ("gpu", "cpu", "auto"):
