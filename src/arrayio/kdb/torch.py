@@ -1,12 +1,14 @@
-"""PyTorch datasets over .kdb files (the only module of arrayio that imports torch).
+"""PyTorch datasets over .kdb files (with torch_batch, torch_mixture and torch_loader, the modules of
+arrayio that import torch).
 
 ``FrameDataset`` is a map-style dataset over every frame of one file or of many
 shards (a path, URL, glob, folder or list) numbered as one. Windows follow
 LeRobot's ``delta_timestamps`` ({key: [seconds]}, each episode's fps, clamped
 at the episode edges and marked by ``<key>_is_pad``); ``history`` past states
 and ``horizon`` future actions are shorthands for the common case.
-``EpisodeDataset`` yields whole episodes; ``MixtureDataset`` draws frames from
-several datasets in proportion to weights, deterministically for a seed.
+``EpisodeDataset`` yields whole episodes; ``MixtureDataset`` (torch_mixture.py) draws frames from
+several datasets in proportion to weights, deterministically for a seed; ``GpuLoader``
+(torch_loader.py) yields batches decoded on a GPU, choosing CPU or GPU decode with ``decode="auto"``.
 
 Datasets fetch whole batches (``__getitems__``): indices are grouped by
 episode, each frame's image records are parsed once and images are decoded
@@ -14,8 +16,8 @@ straight into one batch array. With ``decode="none"`` (or ``"cuda"``) a batch
 carries each camera's stored JPEG/PNG bytes packed into one uint8 tensor plus
 offsets; :func:`decode_batch` decodes them on the CPU or, in one nvJPEG call
 per camera, on the GPU. Pass ``collate_fn=collate`` to the DataLoader to take
-batches as fetched (required for the packed bytes; the default collation still
-works for ``decode="cpu"``).
+batches as fetched (required for the packed bytes; the default collation also
+returns a batch of decoded images as fetched).
 
 Datasets pickle as their sources and tables only: each DataLoader worker maps
 the files itself the first time it reads (a map is never shared across processes).
