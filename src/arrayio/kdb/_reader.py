@@ -645,6 +645,8 @@ class KdbFile(ReaderBase):
                 raise ImageDecodeError(format=FORMAT_NAME, field="image width/height", offset=record.offset,
                                        expected="dimensions a numpy array can have",
                                        found=f"{record.width}x{record.height}x{record.channels}") from None
+        _images.check_decoded_size(record.width, record.height, record.channels, record.length, True,
+                                   f"image {record.camera!r}", record.offset)
         try:
             return _images.decode(data, record.width, record.height, record.channels)
         except ValueError as error:

@@ -448,6 +448,10 @@ class _ImageGather:
         if len(wrong):
             raise ValueError(f"kdb: camera {self.camera!r} has images of {tuple(shapes[wrong[0]].tolist())} and "
                              f"{shape} in one batch; a batch needs one image size per camera")
+        for record in chosen:  # the records' sizes are the file's word: checked before the batch is allocated
+            _images.check_decoded_size(int(record["width"]), int(record["height"]), int(record["channels"]),
+                                       int(record["length"]), bool(record["format"]), f"image {self.camera!r}",
+                                       int(record["offset"]))
         batch = _batch_tensor((self.size * self.window, *shape), torch.uint8)
         pixels = batch.numpy()
         owners = self.source.reshape(-1)[places].tolist()
@@ -543,6 +547,9 @@ def _decode_camera(batch: Mapping[str, Any], key: str, device: torch.device, ima
 def _decode_cpu(key: str, data: torch.Tensor, offsets: torch.Tensor, sizes: np.ndarray, height: int, width: int,
                 channels: int) -> np.ndarray:
     flat, starts = data.numpy(), offsets.tolist()
+    for slot, (start, end) in enumerate(itertools.pairwise(starts)):  # before the pixels are allocated
+        _images.check_decoded_size(width, height, channels, end - start, bool(sizes[slot, 3]),
+                                   f"{key} image {slot}", start)
     decoded_channels = channels if channels in (1, 3, 4) else 3
     pixels = np.empty((len(sizes), height, width, decoded_channels), np.uint8)
     for slot, (start, end) in enumerate(itertools.pairwise(starts)):

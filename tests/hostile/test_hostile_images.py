@@ -1,0 +1,70 @@
+"""Issue 19 item 11: a JPEG record claiming 30000x30000 pixels in a 1.5 KB kdb, through every decode path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import PEAK_LIMIT_MB
+
+pytest.importorskip("torch")
+
+MAKE_BOMB = """
+import numpy as np
+from arrayio import kdb
+from arrayio.kdb import EncodedImage
+from arrayio.kdb._images import encode
+
+def make_bomb(path, side):
+    jpeg = encode(np.zeros((8, 8, 3), np.uint8), "jpeg", 90)
+    with kdb.Writer(path) as writer:
+        writer.add_episode(np.zeros((2, 2), np.float32), np.zeros((2, 1), np.float32),
+                           images={"front": [EncodedImage(jpeg, "jpeg", side, side, 3)] * 2})
+"""
+
+
+@pytest.mark.parametrize("path", ["frame_dataset", "decode_batch", "read_frame"])
+def test_jpeg_bomb_is_refused_before_the_pixels_are_allocated(hostile, tmp_path: Path, path: str):
+    outcome = hostile(MAKE_BOMB + """
+import sys, torch
+from arrayio import LimitError
+from arrayio.kdb.torch import FrameDataset, collate, decode_batch
+make_bomb(sys.argv[1], 30000)
+try:
+    if sys.argv[2] == "frame_dataset":
+        FrameDataset(sys.argv[1], image_format="uint8")[0]
+    elif sys.argv[2] == "decode_batch":
+        packed = FrameDataset(sys.argv[1], decode="cuda")
+        decode_batch(collate(packed.__getitems__([0, 1])), device="cpu", fallback=True)
+    else:
+        kdb.open(sys.argv[1]).read_frame(0, 0)
+except LimitError as error:
+    print(error.limit, error.size)
+""", tmp_path / "bomb.kdb", path)
+    assert outcome.returncode == 0, outcome.stderr
+    assert outcome.stdout.split() == ["image_bytes", str(30000 * 30000 * 3)]
+    assert outcome.peak_mb < PEAK_LIMIT_MB, outcome.peak_mb
+
+
+def test_the_image_limit_can_be_raised(hostile, tmp_path: Path):
+    # 2000x2000x3 = 12 MB from ~600 bytes: over the 1 MiB limit set in the environment, and once
+    # raised in code the decode goes on to find that the JPEG's own header says 8x8.
+    outcome = hostile(MAKE_BOMB + """
+import sys
+from arrayio import FormatError, LimitError, limits
+from arrayio.kdb.torch import FrameDataset
+make_bomb(sys.argv[1], 2000)
+try:
+    FrameDataset(sys.argv[1], image_format="uint8")[0]
+except LimitError as error:
+    print("refused", error.limit, error.value)
+with limits.raised(image_bytes=64 << 20):
+    try:
+        FrameDataset(sys.argv[1], image_format="uint8")[0]
+    except LimitError:
+        print("still refused")
+    except FormatError as error:
+        print("decoded", "8x8" in str(error))
+""", tmp_path / "bomb.kdb", env={"ARRAYIO_LIMITS": "image_bytes=1M"})
+    assert outcome.returncode == 0, outcome.stderr
+    assert outcome.stdout.splitlines() == [f"refused image_bytes {1 << 20}", "decoded True"]
