@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests" / "kdb"))  # lerobot_cases, kdb_cases: the datasets the kdb tests build
 PEAK_LIMIT_MB = 512
 DATA_CAP = 3 << 30
 

@@ -22,6 +22,7 @@ from ._errors import (
     ImageDecodeError,
     InvalidUtf8,
     KinoError,
+    MissingImage,
     UnexpectedEof,
     UnsupportedVersion,
 )
@@ -45,6 +46,7 @@ __all__ = [
     "FileClosedError",
     "Frame",
     "ImageDecodeError",
+    "MissingImage",
     "ImageRecord",
     "InvalidUtf8",
     "KdbFile",

@@ -37,6 +37,14 @@ class ImageDecodeError(KinoError):
     """A stored image could not be decoded (or its raw size does not match its dimensions)."""
 
 
+class MissingImage(KinoError, KeyError):
+    """A frame has no image of a camera that other frames of its episode (or the dataset) have: the
+    file is damaged, and code that catches KeyError for a missing camera still does."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
 class FileClosedError(ClosedError):
     """The ``KdbFile`` was closed; nothing can be read through it any more."""
 

@@ -35,6 +35,7 @@ from ._errors import (
     EpisodeNotFound,
     FileClosedError,
     ImageDecodeError,
+    MissingImage,
 )
 from ._records import (
     CAMERA_COUNT,
@@ -176,7 +177,8 @@ class EpisodeImages(Mapping[str, "CameraFrames"]):
         for record in self.records(frame):
             if record.camera == camera:
                 return record
-        raise KeyError(f"kdb: episode {self.position} frame {frame} has no camera {camera!r}")
+        raise MissingImage(f"kdb: episode {self.position} frame {frame} has no camera {camera!r}", format="kdb",
+                           field=f"episode {self.position} frame {frame} image records", found=f"no {camera!r}")
 
     def raw(self, frame: int, camera: str) -> memoryview:
         """The stored bytes of one camera image (zero-copy; JPEG/PNG bytes when compressed)."""
@@ -234,7 +236,9 @@ class CameraFrames(Sequence[np.ndarray]):
         frame = range(len(self))[index]
         image = self.images.frame(frame, [self.camera]).get(self.camera)
         if image is None:
-            raise KeyError(f"kdb: episode {self.images.position} frame {frame} has no image of camera {self.camera!r}")
+            raise MissingImage(f"kdb: episode {self.images.position} frame {frame} has no image of camera "
+                               f"{self.camera!r}", format="kdb", found=f"no {self.camera!r}",
+                               field=f"episode {self.images.position} frame {frame} image records")
         return image
 
     @property
@@ -248,8 +252,9 @@ class CameraFrames(Sequence[np.ndarray]):
         stacked, present = self.images.stack(self.camera)
         if not present.all():
             missing = int(np.flatnonzero(~present)[0])
-            raise KeyError(f"kdb: episode {self.images.position} frame {missing} has no image "
-                           f"of camera {self.camera!r}")
+            raise MissingImage(f"kdb: episode {self.images.position} frame {missing} has no image "
+                               f"of camera {self.camera!r}", format="kdb", found=f"no {self.camera!r}",
+                               field=f"episode {self.images.position} frame {missing} image records")
         return stacked if dtype is None else stacked.astype(dtype)
 
     def __repr__(self) -> str:

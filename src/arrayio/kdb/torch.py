@@ -36,7 +36,7 @@ from torch.utils.data import Dataset
 from torch.utils.data import default_collate as _default_collate
 
 from . import _images
-from ._errors import ImageDecodeError
+from ._errors import ImageDecodeError, MissingImage
 from ._images import JPEG_MAGIC
 from ._reader import ImageRecord
 from ._shards import IMAGE_TABLE_DTYPE, ShardSet, frame_offsets
@@ -377,9 +377,10 @@ def _gather_images(shards: ShardSet, part: int, episodes: np.ndarray, unique: np
         if missing.any():
             item, slot = (int(axis[0]) for axis in np.nonzero(missing))
             episode = int(episodes[item])
-            raise KeyError(f"kdb: shard {int(shards.episode_shard[episode])} episode "
-                           f"{int(shards.episode_position[episode])} frame {int(frames[item, slot])} has no image of "
-                           f"camera {camera!r}")
+            where = (f"shard {int(shards.episode_shard[episode])} episode {int(shards.episode_position[episode])} "
+                     f"frame {int(frames[item, slot])}")
+            raise MissingImage(f"kdb: {where} has no image of camera {camera!r}", format="kdb",
+                               field=f"{where} image records", found=f"no {camera!r}")
         gather = state[output.key]
         gather.records[rows_of] = records
         gather.source[rows_of] = ids[:, None]

@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from .._binary import round_up
 from .. import limits
+from .._binary import round_up
 from ..errors import UnsupportedError
 from ._errors import ERRORS
 
