@@ -784,7 +784,7 @@ def unpack_file_from_file(in_file: Any, out_file: Any, progress: Progress | None
             for low in range(0, int(sizes[index]), part) if chunk is None else ():
                 piece = np.empty(min(part, int(sizes[index]) - low), np.uint8)
                 reader._decode_part(index, low, low + len(piece), piece)
-                stream.write(memoryview(piece))
+                stream.write(piece.data)
             if chunk is not None:
                 stream.write(memoryview(chunk))
             release(int(positions[index]))
