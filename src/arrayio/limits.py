@@ -47,7 +47,7 @@ LIMITS = {limit.name: limit for limit in (
           "decoded bytes of one compressed chunk held at once; larger chunks are decoded block by block"),
     Limit("row_block_bytes", 64 << 20, "bytes of one block of rows of a computed array (pycauset matrices)"),
     Limit("graph_tasks", 200_000, "tasks of one dask graph (one per chunk)", unit="tasks"),
-    Limit("references", 2_000_000, "chunk references in one reference set (kerchunk, VirtualiZarr)",
+    Limit("references", 1_000_000, "entries (chunk references and metadata) of one reference set (kerchunk)",
           unit="references"),
     Limit("npz_member_bytes", 256 << 20, "decompressed bytes of one .npz member read at once"),
 )}
