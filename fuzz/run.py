@@ -29,7 +29,7 @@ FUZZ_DIR = Path(__file__).resolve().parent
 ROOT = FUZZ_DIR.parent
 sys.path.insert(0, str(FUZZ_DIR))
 
-from _common import FORMATS, MAX_LEN
+from _common import FORMATS, HARNESSES, MAX_LEN
 
 ENTRY = FUZZ_DIR / "atheris_main.py"
 SEEDS = FUZZ_DIR / "seeds"
@@ -146,7 +146,9 @@ def merge_seeds(formats: list[str]) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Parse the command line, run each format in turn, print and store the figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--format", action="append", choices=FORMATS, help="a format to fuzz (default: all)")
+    parser.add_argument("--format", action="append", choices=HARNESSES,
+                        help="a harness to fuzz: a format or one of the paths around the readers (lerobot, views, "
+                             "remote); default: every format")
     parser.add_argument("--seconds", type=int, help="seconds per format (default 20 unless --runs is given)")
     parser.add_argument("--runs", type=int, help="executions per format (stops at --seconds too when both are given)")
     parser.add_argument("--work", type=Path, default=WORK, help="working corpora and artifacts (default fuzz/.work)")

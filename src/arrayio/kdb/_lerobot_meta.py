@@ -7,6 +7,7 @@ the file and the field, never a TypeError or a 10 GB string.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
@@ -15,10 +16,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..errors import FormatError
+from ..errors import ArrayIOError, FormatError
 
-__all__ = ["expand_template", "integer_field", "metadata_error", "read_json", "read_jsonl", "task_list",
-           "TEMPLATE_FIELDS"]
+__all__ = ["dataset_errors", "expand_template", "integer_field", "metadata_error", "read_json", "read_jsonl",
+           "task_list", "TEMPLATE_FIELDS"]
 
 # The fields LeRobot documents for its path templates; a template may use them plainly or zero-padded
 # ({chunk_index:03d}): nothing else of str.format (a width of 10**9 cost 9.7 GB) is honoured.
@@ -110,3 +111,20 @@ def task_list(row: dict, path: Path, number: int) -> list[str]:
     if not isinstance(tasks, list) or not all(isinstance(task, str) for task in tasks):
         raise metadata_error(path, f"row {number} tasks", "a list of strings", tasks)
     return tasks
+
+
+@contextlib.contextmanager
+def dataset_errors(path: Path) -> Iterator[None]:
+    """Within this block the dataset file ``path`` is read and its values converted: pyarrow's errors on a
+    damaged parquet file, and the TypeError/ValueError/KeyError of a column holding values of the wrong
+    type, become one FormatError naming the file (arrayio's own errors pass unchanged)."""
+    import pyarrow as pa
+
+    try:
+        yield
+    except ArrayIOError:
+        raise
+    except (pa.ArrowException, OSError, TypeError, ValueError, KeyError, IndexError, OverflowError) as error:
+        raise FormatError(f"LeRobot: {path}: {type(error).__name__}: {str(error)[:300]}", format="LeRobot",
+                          field=str(path), expected="values of the types LeRobot writes",
+                          found=f"{type(error).__name__}: {str(error)[:300]}") from None

@@ -30,9 +30,18 @@ import numpy as np
 
 from .. import limits
 from .._binary import atomic_folder
+from ..errors import FormatError
 from ._images import EncodedImage
 from ._images import encode as encode_image
-from ._lerobot_meta import expand_template, integer_field, metadata_error, read_json, read_jsonl, task_list
+from ._lerobot_meta import (
+    dataset_errors,
+    expand_template,
+    integer_field,
+    metadata_error,
+    read_json,
+    read_jsonl,
+    task_list,
+)
 from ._reader import open_file
 from ._writer import Writer
 
@@ -87,32 +96,36 @@ def ingest_lerobot(source: Any, target: Any, *, compress: str | None = "jpeg", q
     if not isinstance(features, dict) or not all(isinstance(feature, dict) for feature in features.values()):
         raise metadata_error(info_path, "features", "an object of feature objects", features)
     video_keys = sorted(key for key, feature in features.items() if feature.get("dtype") == "video")
-    tasks = _lerobot_tasks(root / "meta")
-    episodes = _episode_table(root, info, video_keys)
+    with dataset_errors(root / "meta"):
+        tasks = _lerobot_tasks(root / "meta")
+        episodes = _episode_table(root, info, video_keys)
     if video_keys and not episodes:
-        raise ValueError(f"kdb: {root} has video features {video_keys} but no episode table "
+        raise FormatError(f"kdb: {root} has video features {video_keys} but no episode table "
                          "(meta/episodes/*.parquet or meta/episodes.jsonl)")
     files = sorted((root / "data").rglob("*.parquet"))
     if not files:
-        raise ValueError(f"kdb: {root} has no data/**/*.parquet files (not a LeRobot dataset folder)")
+        raise FormatError(f"kdb: {root} has no data/**/*.parquet files (not a LeRobot dataset folder)")
     seen: set[int] = set()
     videos = _Videos(tolerance_s)
     try:
         with Writer(target, compress=compress, quality=quality) as writer:
             run = _EpisodeRun(writer, tasks, embodiment, fps, episodes, video_keys, videos)
             for done, path in enumerate(files):
-                for batch in pq.ParquetFile(path).iter_batches(batch_size=ROWS_PER_BATCH):
-                    table = pa.Table.from_batches([batch])
-                    for episode_index, rows in _episode_runs(table):
-                        if episode_index != run.episode_index:
-                            run.end()
-                            if episode_index in seen:
-                                raise ValueError(f"kdb: rows of episode {episode_index} are not contiguous in {root}")
-                            seen.add(episode_index)
-                            run.begin(episode_index, rows)
-                        run.add(rows)
-                progress(done + 1, len(files))
-            run.end()
+                with dataset_errors(path):
+                    for batch in pq.ParquetFile(path).iter_batches(batch_size=ROWS_PER_BATCH):
+                        table = pa.Table.from_batches([batch])
+                        for episode_index, rows in _episode_runs(table):
+                            if episode_index != run.episode_index:
+                                run.end()
+                                if episode_index in seen:
+                                    raise FormatError(f"kdb: rows of episode {episode_index} are not contiguous "
+                                                      f"in {root}")
+                                seen.add(episode_index)
+                                run.begin(episode_index, rows)
+                            run.add(rows)
+                    progress(done + 1, len(files))
+            with dataset_errors(files[-1]):
+                run.end()
     finally:
         videos.close()
     return len(seen)
@@ -128,7 +141,7 @@ def _lerobot_tasks(meta: Path) -> dict[int, str]:
         table = pq.read_table(meta / "tasks.parquet").to_pydict()
         names = table.get("task") or table.get("__index_level_0__")
         if names is None or "task_index" not in table:
-            raise ValueError(f"kdb: {meta / 'tasks.parquet'} has no task_index and task (or pandas index) columns")
+            raise FormatError(f"kdb: {meta / 'tasks.parquet'} has no task_index and task (or pandas index) columns")
         return {int(index): str(name) for index, name in zip(table["task_index"], names)}
     return {}
 
@@ -174,7 +187,7 @@ def _episode_table(root: Path, info: dict, video_keys: list[str]) -> dict[int, d
 def _episode_runs(table: Any) -> Iterator[tuple[int, Any]]:
     """Consecutive row ranges of ``table`` that share an episode_index."""
     if "episode_index" not in table.column_names:
-        raise ValueError("kdb: parquet rows have no episode_index column (not a LeRobot table)")
+        raise FormatError("kdb: parquet rows have no episode_index column (not a LeRobot table)")
     episodes = table.column("episode_index").to_numpy()
     if not len(episodes):
         return
@@ -214,9 +227,9 @@ def _encoded(data: bytes, where: str) -> EncodedImage:
         with Image.open(io.BytesIO(data)) as image:
             kind = (image.format or "").lower()
     except Exception as error:  # noqa: BLE001 - Pillow raises several types for unreadable bytes
-        raise ValueError(f"kdb: {where} is not a readable image ({error})") from None
+        raise FormatError(f"kdb: {where} is not a readable image ({error})") from None
     if kind not in ("jpeg", "png"):
-        raise ValueError(f"kdb: {where} is a {kind or 'unknown'} image; only JPEG and PNG can be stored")
+        raise FormatError(f"kdb: {where} is a {kind or 'unknown'} image; only JPEG and PNG can be stored")
     return EncodedImage(data, kind).with_dimensions()
 
 
@@ -241,7 +254,7 @@ class _EpisodeRun:
         listed = self.episodes.get(episode_index, {}).get("tasks") or [""]
         task = listed[0] if task_index is None else self.tasks.get(task_index, listed[0])
         if self.video_keys and episode_index not in self.episodes:
-            raise ValueError(f"kdb: episode {episode_index} is not in the episode metadata (its videos are unknown)")
+            raise FormatError(f"kdb: episode {episode_index} is not in the episode metadata (its videos are unknown)")
         self.writer.begin_episode(state_dim=states.shape[1], action_dim=actions.shape[1], embodiment=self.embodiment,
                                   task=task, fps=self.fps)
         self.episode_index, self.held, self.frame = episode_index, None, 0
@@ -327,10 +340,10 @@ class _VideoReader:
         try:
             self._container = av.open(os.fspath(path))
         except (FileNotFoundError, av.error.FFmpegError) as error:
-            raise ValueError(f"kdb: cannot open video {path}: {error}") from None
+            raise FormatError(f"kdb: cannot open video {path}: {error}") from None
         if not self._container.streams.video:
             self._container.close()
-            raise ValueError(f"kdb: {path} has no video stream")
+            raise FormatError(f"kdb: {path} has no video stream")
         self._stream = self._container.streams.video[0]
         self._check_size(self._stream.codec_context.width, self._stream.codec_context.height)
         self._stream.thread_type = "AUTO"
@@ -368,18 +381,18 @@ class _VideoReader:
                         self._pixels = self._current[1].to_ndarray(format="rgb24")
                     return self._pixels
                 if found > seconds + tolerance:
-                    raise ValueError(f"kdb: {self.path} has no frame at {seconds:.6f} s (within {tolerance:g} s); "
+                    raise FormatError(f"kdb: {self.path} has no frame at {seconds:.6f} s (within {tolerance:g} s); "
                                      f"the next frame is at {found:.6f} s")
             try:
                 frame = next(self._frames, None)
             except av.error.FFmpegError as error:
-                raise ValueError(f"kdb: cannot decode {self.path}: {error}") from None
+                raise FormatError(f"kdb: cannot decode {self.path}: {error}") from None
             if frame is None:
-                raise ValueError(f"kdb: {self.path} ends before {seconds:.6f} s")
+                raise FormatError(f"kdb: {self.path} ends before {seconds:.6f} s")
             if (frame.width, frame.height) != (self._stream.codec_context.width, self._stream.codec_context.height):
                 self._check_size(frame.width, frame.height)  # a stream may change size midway
             if frame.time is None:
-                raise ValueError(f"kdb: {self.path} has a frame without a presentation time")
+                raise FormatError(f"kdb: {self.path} has a frame without a presentation time")
             self._current = (float(frame.time), frame)
             self._pixels = None
 
