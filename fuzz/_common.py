@@ -15,6 +15,7 @@ import importlib
 import operator
 import os
 import resource
+import shutil
 import sys
 import tempfile
 import threading
@@ -107,12 +108,8 @@ class Runner:
                 raise
 
     def close(self) -> None:
-        """Remove the scratch folder."""
-        try:
-            os.unlink(self.path)
-        except FileNotFoundError:
-            pass
-        os.rmdir(self.folder)
+        """Remove the scratch folder (the harnesses around the readers leave datasets and outputs in it)."""
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def address_space() -> int:

@@ -546,7 +546,8 @@ def _camera_array(kdb: Any, images: Any, camera: str, record: Any) -> VirtualArr
                                    f"shape at frame {frame}: {pixels.shape}, not {image_shape}")
         return pixels[np.newaxis]
 
-    return VirtualArray((images.num_frames, *image_shape), np.dtype(np.uint8), (1, *image_shape), read,
+    chunk = (1, *(max(size, 1) for size in image_shape))  # a zarr chunk has no empty side (0 channels is valid)
+    return VirtualArray((images.num_frames, *image_shape), np.dtype(np.uint8), chunk, read,
                         ("frame", "height", "width", "channel"), {"camera": camera})
 
 

@@ -7,9 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from arrayio import LimitError, limits
+from arrayio import LimitError, kastore, limits
 from arrayio import bloscpack as blp
-from arrayio import kastore
 
 
 def test_a_dask_graph_over_graph_tasks_is_refused(tmp_path: Path):
