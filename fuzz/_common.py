@@ -51,6 +51,10 @@ HEADROOM_MIB = {"kastore": 128, "kast": 128, "bloscpack": 128, "kdb": 128 + 4 * 
 EXPANSION = {"kastore": 4, "kast": 4, "bloscpack": 3 * 32768, "kdb": 4 * 1100, "pycauset": 4,
              "lerobot": 4 * 1100, "views": 3 * 32768, "remote": 4}
 
+# Seconds one input may take before it is a finding: 1 for the readers; the harnesses around them
+# start pyarrow readers, zarr writers and HTTP exchanges, whose first runs on a loaded machine took 1 s.
+TIMEOUT_S = {"lerobot": 5, "views": 5, "remote": 5}
+
 # Largest input the fuzzer makes; the seeds are smaller than this.
 MAX_LEN = 16384
 

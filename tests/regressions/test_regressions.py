@@ -43,7 +43,8 @@ def test_findings_pass_under_the_fuzzers_limits(format):
     pytest.importorskip("atheris")
     files = [str(path) for path in FINDINGS if path.parent.name == format]
     process = subprocess.run(
-        [sys.executable, str(ROOT / "fuzz" / "atheris_main.py"), "-timeout=1", *files],
+        [sys.executable, str(ROOT / "fuzz" / "atheris_main.py"), f"-timeout={_common.TIMEOUT_S.get(format, 1)}",
+         *files],
         check=False, cwd=ROOT, capture_output=True, text=True, timeout=300,
         env={**os.environ, "PYTHONPATH": str(ROOT / "src"), "ARRAYIO_FUZZ_FORMAT": format})
     assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-3000:]
