@@ -6,8 +6,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import PEAK_LIMIT_MB
 from hostile_files import BLOCK, block_pattern, claiming_bloscpack
+from hostile_run import PEAK_LIMIT_MB
 
 from arrayio import LimitError, limits
 from arrayio import bloscpack as blp

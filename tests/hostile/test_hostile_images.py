@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import PEAK_LIMIT_MB
+from hostile_run import PEAK_LIMIT_MB
 
 pytest.importorskip("torch")
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import PEAK_LIMIT_MB, run_cli_hostile
+from hostile_run import PEAK_LIMIT_MB, run_cli_hostile
 
 from arrayio import LimitError, limits
 from arrayio.pycauset._writer import write_container

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import PEAK_LIMIT_MB, run_cli_hostile, run_hostile
+from hostile_run import PEAK_LIMIT_MB, run_cli_hostile, run_hostile
 
 from arrayio import FormatError
 from arrayio.kdb.lerobot import expand_template

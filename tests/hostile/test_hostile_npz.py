@@ -6,8 +6,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import PEAK_LIMIT_MB, run_cli_hostile
 from hostile_files import zeros_npz
+from hostile_run import PEAK_LIMIT_MB, run_cli_hostile
 
 from arrayio import FormatError, LimitError
 from arrayio.convert import convert
