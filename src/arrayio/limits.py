@@ -128,8 +128,9 @@ def raised(**values: int) -> Iterator[None]:
                     _set[name] = value
 
 
-def check(name: str, size: int, what: str, *, format: str | None = None, offset: int | None = None) -> None:
-    """Raise LimitError when ``size`` (of ``what``, as the data declares it) is over limit ``name``."""
+def check(name: str, size: int, what: str, *, format: str | None = None, offset: int | None = None,
+          error: type[LimitError] = LimitError) -> None:
+    """Raise ``error`` (a LimitError) when ``size`` (of ``what``, as the data declares it) is over limit ``name``."""
     value = get(name)
     if size > value:
-        raise LimitError(name, value, size, what, format=format, offset=offset, unit=LIMITS[name].unit)
+        raise error(name, value, size, what, format=format, offset=offset, unit=LIMITS[name].unit)

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from .. import limits
-from ._errors import ImageDecodeError
+from ._errors import ImageDecodeError, ImageTooLarge
 
 try:
     import simplejpeg
@@ -148,8 +148,17 @@ def check_decoded_size(width: int, height: int, channels: int, stored: int, comp
         return
     decoded = width * height * (channels if channels in (1, 3, 4) else 3)
     if decoded > MAX_EXPANSION * stored:
-        limits.check("image_bytes", decoded, f"{what}: {width}x{height} pixels from {stored} stored bytes "
-                     f"(over JPEG/PNG's {MAX_EXPANSION}:1)", format="kdb", offset=offset)
+        limits.check("image_bytes", decoded, f"{what}: {width}x{height} pixels from {stored} stored bytes (more "
+                     f"than JPEG or PNG can compress to, {MAX_EXPANSION}:1)", format="kdb", offset=offset,
+                     error=ImageTooLarge)
+
+
+def check_records(widths: Any, heights: Any, channels: Any, lengths: Any, compressed: Any, offsets: Any,
+                  what: str) -> None:
+    """:func:`check_decoded_size` over arrays of image records (a batch's, before its pixels are allocated)."""
+    for width, height, count, length, packed, offset in zip(*(np.asarray(column).tolist() for column in (
+            widths, heights, channels, lengths, compressed, offsets))):
+        check_decoded_size(width, height, count, length, packed, what, offset)
 
 
 def _check_size(found_width: int, found_height: int, width: int, height: int, channels: int, stored: int) -> None:

@@ -35,6 +35,7 @@ from ._errors import (
     EpisodeNotFound,
     FileClosedError,
     ImageDecodeError,
+    ImageTooLarge,
     MissingImage,
 )
 from ._records import (
@@ -177,8 +178,7 @@ class EpisodeImages(Mapping[str, "CameraFrames"]):
         for record in self.records(frame):
             if record.camera == camera:
                 return record
-        raise MissingImage(f"kdb: episode {self.position} frame {frame} has no camera {camera!r}", format="kdb",
-                           field=f"episode {self.position} frame {frame} image records", found=f"no {camera!r}")
+        raise MissingImage.at(f"episode {self.position} frame {frame}", camera)
 
     def raw(self, frame: int, camera: str) -> memoryview:
         """The stored bytes of one camera image (zero-copy; JPEG/PNG bytes when compressed)."""
@@ -236,9 +236,7 @@ class CameraFrames(Sequence[np.ndarray]):
         frame = range(len(self))[index]
         image = self.images.frame(frame, [self.camera]).get(self.camera)
         if image is None:
-            raise MissingImage(f"kdb: episode {self.images.position} frame {frame} has no image of camera "
-                               f"{self.camera!r}", format="kdb", found=f"no {self.camera!r}",
-                               field=f"episode {self.images.position} frame {frame} image records")
+            raise MissingImage.at(f"episode {self.images.position} frame {frame}", self.camera)
         return image
 
     @property
@@ -252,9 +250,7 @@ class CameraFrames(Sequence[np.ndarray]):
         stacked, present = self.images.stack(self.camera)
         if not present.all():
             missing = int(np.flatnonzero(~present)[0])
-            raise MissingImage(f"kdb: episode {self.images.position} frame {missing} has no image "
-                               f"of camera {self.camera!r}", format="kdb", found=f"no {self.camera!r}",
-                               field=f"episode {self.images.position} frame {missing} image records")
+            raise MissingImage.at(f"episode {self.images.position} frame {missing}", self.camera)
         return stacked if dtype is None else stacked.astype(dtype)
 
     def __repr__(self) -> str:
@@ -627,6 +623,8 @@ class KdbFile(ReaderBase):
                 decoded[record.camera] = self.decode_image(record)
             except ImageDecodeError as error:
                 if on_bad_image == "raise":
+                    if isinstance(error, ImageTooLarge):
+                        raise  # it names the limit to raise; a re-wrap would lose that
                     raise ImageDecodeError(format=FORMAT_NAME, offset=error.offset, expected=error.expected,
                                            found=error.found, field=f"episode {position} frame {frame} camera "
                                                                    f"{record.camera!r} {error.field}") from None
@@ -637,12 +635,10 @@ class KdbFile(ReaderBase):
     def decode_image(self, record: ImageRecord) -> np.ndarray:
         """Pixels of one image record: a zero-copy (H, W, C) view when raw, decoded when compressed."""
         data = self.source.view(record.offset, record.length, f"image {record.camera!r}")
+        # Raw pixels must be exactly the stored bytes; JPEG/PNG within their expansion or the image_bytes limit.
+        _images.check_decoded_size(record.width, record.height, record.channels, record.length, record.compressed,
+                                   f"image {record.camera!r}", record.offset)
         if not record.compressed:
-            expected = record.width * record.height * record.channels
-            if expected != record.length:
-                raise ImageDecodeError(format=FORMAT_NAME, field="image data_len", offset=record.offset,
-                                       expected=f"width*height*channels = {expected} raw bytes",
-                                       found=record.length)
             pixels = np.frombuffer(data, dtype=np.uint8)
             try:
                 return pixels.reshape(record.height, record.width, record.channels)
@@ -650,8 +646,6 @@ class KdbFile(ReaderBase):
                 raise ImageDecodeError(format=FORMAT_NAME, field="image width/height", offset=record.offset,
                                        expected="dimensions a numpy array can have",
                                        found=f"{record.width}x{record.height}x{record.channels}") from None
-        _images.check_decoded_size(record.width, record.height, record.channels, record.length, True,
-                                   f"image {record.camera!r}", record.offset)
         try:
             return _images.decode(data, record.width, record.height, record.channels)
         except ValueError as error:

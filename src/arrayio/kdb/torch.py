@@ -377,10 +377,8 @@ def _gather_images(shards: ShardSet, part: int, episodes: np.ndarray, unique: np
         if missing.any():
             item, slot = (int(axis[0]) for axis in np.nonzero(missing))
             episode = int(episodes[item])
-            where = (f"shard {int(shards.episode_shard[episode])} episode {int(shards.episode_position[episode])} "
-                     f"frame {int(frames[item, slot])}")
-            raise MissingImage(f"kdb: {where} has no image of camera {camera!r}", format="kdb",
-                               field=f"{where} image records", found=f"no {camera!r}")
+            raise MissingImage.at(f"shard {int(shards.episode_shard[episode])} episode "
+                                  f"{int(shards.episode_position[episode])} frame {int(frames[item, slot])}", camera)
         gather = state[output.key]
         gather.records[rows_of] = records
         gather.source[rows_of] = ids[:, None]
@@ -449,10 +447,8 @@ class _ImageGather:
         if len(wrong):
             raise ValueError(f"kdb: camera {self.camera!r} has images of {tuple(shapes[wrong[0]].tolist())} and "
                              f"{shape} in one batch; a batch needs one image size per camera")
-        for record in chosen:  # the records' sizes are the file's word: checked before the batch is allocated
-            _images.check_decoded_size(int(record["width"]), int(record["height"]), int(record["channels"]),
-                                       int(record["length"]), bool(record["format"]), f"image {self.camera!r}",
-                                       int(record["offset"]))
+        _images.check_records(chosen["width"], chosen["height"], channels, chosen["length"], formats != 0,
+                              chosen["offset"], f"image {self.camera!r}")  # the file's word, before the batch
         batch = _batch_tensor((self.size * self.window, *shape), torch.uint8)
         pixels = batch.numpy()
         owners = self.source.reshape(-1)[places].tolist()
@@ -548,9 +544,7 @@ def _decode_camera(batch: Mapping[str, Any], key: str, device: torch.device, ima
 def _decode_cpu(key: str, data: torch.Tensor, offsets: torch.Tensor, sizes: np.ndarray, height: int, width: int,
                 channels: int) -> np.ndarray:
     flat, starts = data.numpy(), offsets.tolist()
-    for slot, (start, end) in enumerate(itertools.pairwise(starts)):  # before the pixels are allocated
-        _images.check_decoded_size(width, height, channels, end - start, bool(sizes[slot, 3]),
-                                   f"{key} image {slot}", start)
+    _images.check_records(sizes[:, 1], sizes[:, 0], sizes[:, 2], np.diff(starts), sizes[:, 3] != 0, starts[:-1], key)
     decoded_channels = channels if channels in (1, 3, 4) else 3
     pixels = np.empty((len(sizes), height, width, decoded_channels), np.uint8)
     for slot, (start, end) in enumerate(itertools.pairwise(starts)):
