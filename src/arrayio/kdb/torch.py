@@ -530,6 +530,9 @@ def _decode_camera(batch: Mapping[str, Any], key: str, device: torch.device, ima
     if len(shapes) > 1:
         raise ValueError(f"kdb: {key} holds images of several sizes {sorted(shapes)}; a batch needs one size")
     height, width, channels = shapes.pop() if shapes else (0, 0, 3)
+    starts = offsets.numpy()  # the records' sizes are the file's word: checked before any pixel is allocated
+    _images.check_records(flat_sizes[:, 1], flat_sizes[:, 0], flat_sizes[:, 2], np.diff(starts), flat_sizes[:, 3] != 0,
+                          starts[:-1], key)
     if device.type == "cuda":
         problem = _cuda_problem(data, offsets, flat_sizes)
         if problem is None:
@@ -544,7 +547,6 @@ def _decode_camera(batch: Mapping[str, Any], key: str, device: torch.device, ima
 def _decode_cpu(key: str, data: torch.Tensor, offsets: torch.Tensor, sizes: np.ndarray, height: int, width: int,
                 channels: int) -> np.ndarray:
     flat, starts = data.numpy(), offsets.tolist()
-    _images.check_records(sizes[:, 1], sizes[:, 0], sizes[:, 2], np.diff(starts), sizes[:, 3] != 0, starts[:-1], key)
     decoded_channels = channels if channels in (1, 3, 4) else 3
     pixels = np.empty((len(sizes), height, width, decoded_channels), np.uint8)
     for slot, (start, end) in enumerate(itertools.pairwise(starts)):
