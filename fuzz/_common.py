@@ -112,8 +112,12 @@ class Runner:
                 raise
 
     def close(self) -> None:
-        """Remove the scratch folder (the harnesses around the readers leave datasets and outputs in it)."""
+        """Remove the scratch folder (the harnesses around the readers leave datasets and outputs in it)
+        and stop what the harness started (the remote harness's loopback server)."""
         shutil.rmtree(self.folder, ignore_errors=True)
+        stop = getattr(harness(self.format), "close", None)
+        if stop is not None:
+            stop()
 
 
 def address_space() -> int:

@@ -96,6 +96,14 @@ def _url() -> str:
     return f"http://{host}:{port}/object"
 
 
+def close() -> None:
+    """Stop the loopback server (the next input starts a new one)."""
+    while _server:
+        server = _server.pop()
+        server.shutdown()
+        server.server_close()
+
+
 def exercise(path: str, data: bytes) -> None:
     """Serve ``data``'s object as its script says and read it through arrayio's remote Source."""
     script, body = data[:SCRIPT], data[SCRIPT:]
