@@ -4,8 +4,9 @@ The input is a script and a file: its first SCRIPT bytes say, request by request
 misbehaves (ignores Range and sends everything, sends more or fewer bytes than asked, another range,
 another total, an error status, a compressed encoding, a changed ETag, no length, a redirect); the
 rest is the object it serves (a file of any format). The client opens the URL, reads every entry,
-validates and asks for its info. Allowed outcomes: success or an arrayio error (a FormatError, or a
-RemoteError naming the URL); aiohttp's, asyncio's or any other exception escaping is a finding.
+validates and asks for its info. Allowed outcomes: success, an arrayio error (a FormatError, or a
+RemoteError naming the URL), or the FileNotFoundError/PermissionError of a 404/403 naming the URL;
+aiohttp's, asyncio's or any other exception escaping is a finding.
 Every response closes its connection, so a short body ends at once instead of hanging.
 """
 
@@ -19,7 +20,8 @@ import arrayio
 from arrayio.errors import ArrayIOError
 
 FORMAT = "remote"
-ALLOWED = (ArrayIOError,)
+# A 404 (or 403) is FileNotFoundError (PermissionError) naming the URL, as a missing local file is.
+ALLOWED = (ArrayIOError, FileNotFoundError, PermissionError)
 SCRIPT = 8
 _RANGE = re.compile(r"bytes=(\d+)-(\d*)$")
 _state: dict = {"script": b"\0", "body": b"", "served": 0}
