@@ -160,8 +160,16 @@ class LimitError(FormatError):
     """The data declares a size over one of :mod:`arrayio.limits`; the message names the limit and how
     to raise it. ``limit`` is its name, ``value`` its value now, ``size`` what the data asked for."""
 
-    def __init__(self, limit: str, value: int, size: int, what: str, *, format: str | None = None,
-                 offset: int | None = None, unit: str = "bytes") -> None:
+    limit: str | None
+    value: int | None
+    size: int | None
+
+    def __init__(self, limit: str, value: int | None = None, size: int | None = None, what: str | None = None, *,
+                 format: str | None = None, offset: int | None = None, unit: str = "bytes") -> None:
+        if value is None or size is None or what is None:  # rebuilt from its message alone (torch's worker re-raise)
+            super().__init__(limit, format=format)
+            self.limit = self.value = self.size = None
+            return
         where = f"{format}: " if format else ""
         at = f" at byte {offset + _ORIGIN.get()}" if offset is not None else ""
         super().__init__(
@@ -172,13 +180,14 @@ class LimitError(FormatError):
         self.limit, self.value, self.size = limit, value, size
 
     def __reduce__(self) -> Any:
-        return (_rebuild_limit_error, (self.limit, self.value, self.size, self.field, self.format, str(self)))
+        return (_rebuild_limit_error, (type(self), self.limit, self.value, self.size, self.field, self.format,
+                                       str(self)))
 
 
-def _rebuild_limit_error(limit: str, value: int, size: int, what: str, format: str | None,
-                         message: str) -> LimitError:
-    error = LimitError(limit, value, size, what, format=format)
-    Exception.__init__(error, message)
+def _rebuild_limit_error(cls: type[LimitError], limit: str | None, value: int | None, size: int | None,
+                         what: str | None, format: str | None, message: str) -> LimitError:
+    error = cls(message, format=format)
+    error.limit, error.value, error.size, error.field = limit, value, size, what
     return error
 
 

@@ -74,3 +74,25 @@ with limits.raised(image_bytes=64 << 20):
 """, tmp_path / "bomb.kdb", env={"ARRAYIO_LIMITS": "image_bytes=1M"})
     assert outcome.returncode == 0, outcome.stderr
     assert outcome.stdout.splitlines() == [f"refused image_bytes {1 << 20}", "decoded True"]
+
+
+def test_the_refusal_crosses_dataloader_workers_and_pickles(hostile, tmp_path: Path):
+    outcome = hostile(MAKE_BOMB + """
+import pickle, sys, torch
+from arrayio import LimitError
+from arrayio.kdb.torch import FrameDataset
+make_bomb(sys.argv[1], 30000)
+loader = torch.utils.data.DataLoader(FrameDataset(sys.argv[1], image_format="uint8"), batch_size=2, num_workers=1)
+try:
+    next(iter(loader))
+except LimitError as error:
+    print("worker", "image_bytes" in str(error))
+try:
+    FrameDataset(sys.argv[1], image_format="uint8")[0]
+except LimitError as error:
+    copy = pickle.loads(pickle.dumps(error))
+    print("pickled", type(copy).__name__, copy.limit, copy.size, str(copy) == str(error))
+""", tmp_path / "bomb.kdb")
+    assert outcome.returncode == 0, outcome.stderr
+    assert outcome.stdout.splitlines() == ["worker True", f"pickled ImageTooLarge image_bytes {30000 * 30000 * 3} True"]
+    assert outcome.peak_mb < PEAK_LIMIT_MB, outcome.peak_mb
