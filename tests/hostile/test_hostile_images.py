@@ -96,3 +96,19 @@ except LimitError as error:
     assert outcome.returncode == 0, outcome.stderr
     assert outcome.stdout.splitlines() == ["worker True", f"pickled ImageTooLarge image_bytes {30000 * 30000 * 3} True"]
     assert outcome.peak_mb < PEAK_LIMIT_MB, outcome.peak_mb
+
+
+def test_a_jpeg_header_that_disagrees_with_its_record_is_refused_before_nvjpeg():
+    import struct
+
+    import numpy as np
+
+    from arrayio.kdb import ImageDecodeError
+    from arrayio.kdb._images import check_jpeg_header, encode
+
+    pytest.importorskip("simplejpeg")
+    jpeg = bytearray(encode(np.zeros((8, 8, 3), np.uint8), "jpeg", 90))
+    check_jpeg_header(bytes(jpeg), 8, 8, "image 0")
+    struct.pack_into(">HH", jpeg, jpeg.find(b"\xff\xc0") + 5, 30000, 30000)
+    with pytest.raises(ImageDecodeError, match="a JPEG header of 30000x30000"):
+        check_jpeg_header(np.frombuffer(bytes(jpeg), np.uint8), 8, 8, "image 0")

@@ -161,6 +161,20 @@ def check_records(widths: Any, heights: Any, channels: Any, lengths: Any, compre
         check_decoded_size(width, height, count, length, packed, what, offset)
 
 
+def check_jpeg_header(data: Any, width: int, height: int, what: str, offset: int | None = None) -> None:
+    """Refuse JPEG bytes whose own header disagrees with their record's width and height: a decoder that
+    sizes its output from the header (nvJPEG) must not be handed more pixels than were checked."""
+    if simplejpeg is None:
+        return
+    try:
+        found_height, found_width = simplejpeg.decode_jpeg_header(data)[:2]
+    except Exception:  # noqa: BLE001 - an unreadable header: the decoder will say so in its own words
+        return
+    if (found_width, found_height) != (width, height):
+        raise ImageDecodeError(format="kdb", field=what, offset=offset, expected=f"a {width}x{height} JPEG (its "
+                               "record)", found=f"a JPEG header of {found_width}x{found_height}")
+
+
 def _check_size(found_width: int, found_height: int, width: int, height: int, channels: int, stored: int) -> None:
     if (found_width, found_height) != (width, height):
         raise ValueError(f"the encoded image is {found_width}x{found_height}, its record says {width}x{height}")

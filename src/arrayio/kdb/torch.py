@@ -556,6 +556,8 @@ def _cuda_problem(data: torch.Tensor, offsets: torch.Tensor, sizes: np.ndarray) 
     for slot in range(len(sizes)):
         if sizes[slot, 3] == 0 or bytes(flat[starts[slot]:starts[slot] + 3]) != JPEG_MAGIC:
             return f"image {slot} is not a JPEG (nvJPEG decodes JPEG only)"
+        _images.check_jpeg_header(flat[starts[slot]:starts[slot + 1]], int(sizes[slot, 1]), int(sizes[slot, 0]),
+                                  f"image {slot}", starts[slot])  # nvJPEG sizes its output from the header
     return None
 
 
