@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import errors
+from . import errors, limits
 from ._edge import remote_target
 from ._registry import FORMATS, Reader, available_formats, detect, module_of_file
 from ._sources import RemoteFile, SourceStats
@@ -18,6 +18,7 @@ from .errors import (
     ChecksumError,
     ClosedError,
     FormatError,
+    LimitError,
     MissingDependencyError,
     ObjectChangedError,
     Problem,
@@ -40,6 +41,8 @@ __all__ = [
     "formats",
     "FORMATS",
     "errors",
+    "limits",
+    "LimitError",
     "ArrayIOError",
     "FormatError",
     "TruncatedError",
