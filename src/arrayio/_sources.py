@@ -558,6 +558,26 @@ class RemoteFile:
                 with self._lock:
                     self._cache.add(piece, data)
 
+    def fetch_into(self, buffer: Any, ranges: Iterable[tuple[int, int]], *, part: int = 8 << 20,
+                   threads: int = 8) -> None:
+        """Copy the ``(offset, length)`` ranges into the same offsets of ``buffer`` (one byte per object byte),
+        in parts of at most ``part`` bytes fetched ``threads`` at a time; nothing goes through the cache,
+        so a whole object can land in the caller's memory without a second copy or a temporary file."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        view = memoryview(buffer).cast("B")
+        size = self.size
+        pieces = [(start, min(start + part, offset + length))
+                  for offset, length in ranges if length > 0
+                  for start in range(offset, min(offset + length, size), part)]
+
+        def fetch(piece: tuple[int, int]) -> None:
+            start, stop = piece
+            view[start:stop] = self._request(start, stop)
+
+        with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
+            list(pool.map(fetch, pieces))
+
     def open(self) -> BinaryIO:
         """A seekable binary file object reading through this object's cache (for stream-based readers)."""
         return io.BufferedReader(_RemoteReader(self), buffer_size=self.readahead)

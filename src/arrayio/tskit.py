@@ -1,0 +1,339 @@
+"""Tree sequences for tskit users: ``.trees`` files (kastore files) from a path or any URL.
+
+A tskit file is a kastore store whose keys are ``table/column`` names plus a
+few top-level keys (``sequence_length``, ``time_units``, ``metadata``...).
+This toolkit works over the public API of :mod:`arrayio.kastore`: the index
+tells every table's row count and size without reading a column, so
+:func:`info` reads the index and the small keys only (over a URL: the first
+request, then one request per run of small keys), and :func:`load` hands
+tskit the mapped columns of a local file, or the columns fetched by parallel
+ranged reads straight into memory for a URL (no temporary file).
+``pip install "arrayio[tskit]"``.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import numpy as np
+
+from . import kastore
+from ._sources import RemoteFile, is_remote, is_url, resolve
+from .errors import FormatError, Problem, UnsupportedError
+
+__all__ = ["FORMAT_NAME", "TABLES", "info", "load", "open", "validate", "entries", "cat", "check_tree_sequence"]
+
+FORMAT_NAME = "tskit"
+# The tables of a tskit file, as its keys name them (tskit's own TableCollection attribute names).
+TABLES = ("edges", "individuals", "migrations", "mutations", "nodes", "populations", "provenances", "sites")
+_FILE_NAME = b"tskit.trees"
+# Top-level keys stored as UTF-8 bytes; everything else at the top level is a column of numbers.
+_TEXT_KEYS = frozenset({"time_units", "metadata_schema", "reference_sequence/data", "reference_sequence/url",
+                        "reference_sequence/metadata_schema"})
+_SMALL_KEYS = ("format/name", "format/version", "sequence_length", "time_units", "uuid", "metadata_schema",
+               "metadata")
+# Small-key ranges closer than this are fetched in one request: a round trip costs more than the gap's bytes.
+_GAP_BYTES = 256 << 10
+_PART_BYTES = 8 << 20
+
+
+def _store(target: Any, storage_options: dict | None) -> kastore.Store:
+    store = kastore.load(target, storage_options=storage_options)
+    try:
+        check_tree_sequence(store)
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
+def check_tree_sequence(store: kastore.Store) -> None:
+    """Raise a FormatError unless ``store`` is a tskit file (its ``format/name`` key says ``tskit.trees``)."""
+    if "format/name" not in store:
+        raise FormatError(f"tskit: {store.source.name} is a kastore file without the key 'format/name', not a "
+                          "tskit tree sequence", format=FORMAT_NAME, field="format/name",
+                          expected=_FILE_NAME.decode(), found="no such key")
+    name = bytes(_fetch(store, ["format/name"])["format/name"])
+    if name != _FILE_NAME:
+        raise FormatError(format=FORMAT_NAME, field="format/name", offset=store.extent("format/name")[0],
+                          expected=_FILE_NAME.decode(), found=name)
+
+
+def _fetch(store: kastore.Store, keys: Iterable[str]) -> dict[str, np.ndarray]:
+    """The arrays of ``keys`` (those present); over a URL, nearby ranges are fetched together first."""
+    present = [key for key in keys if key in store]
+    remote = getattr(store.source, "remote", None)
+    if isinstance(remote, RemoteFile):
+        remote.prefetch([store.extent(key) for key in present], gap=_GAP_BYTES)
+    return {key: store[key] for key in present}
+
+
+def _text(array: np.ndarray | None) -> str:
+    return "" if array is None else np.asarray(array).tobytes().decode("utf-8")
+
+
+def _schema(text: str) -> Any:
+    """A metadata schema as JSON (None where the table has none)."""
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _table_columns(store: kastore.Store) -> dict[str, list[str]]:
+    columns: dict[str, list[str]] = {}
+    for key in store:
+        table, slash, column = key.partition("/")
+        if slash and table in TABLES:
+            columns.setdefault(table, []).append(column)
+    return columns
+
+
+def _rows(store: kastore.Store, table: str, columns: list[str]) -> int:
+    """Rows of ``table`` from the index alone: an offsets column has one entry more than rows."""
+    for column in columns:
+        if column.endswith("_offset"):
+            return max(0, store.info(f"{table}/{column}").shape[0] - 1)
+    ragged = {column[:-len("_offset")] for column in columns if column.endswith("_offset")}
+    for column in columns:
+        if column not in ragged and column != "metadata_schema":
+            return int(store.info(f"{table}/{column}").shape[0])
+    return 0
+
+
+def _last_provenance(store: kastore.Store, rows: int) -> dict[str, Any] | None:
+    """The last provenance record: two offsets from the end of each offsets column, then its bytes."""
+    if rows == 0:
+        return None
+    source = store.source
+    found: dict[str, Any] = {}
+    ends = {}
+    for column in ("timestamp", "record"):
+        key = f"provenances/{column}_offset"
+        start, _length = store.extent(key)
+        dtype = np.dtype(store.info(key).dtype).newbyteorder("<")
+        ends[column] = np.frombuffer(bytes(source.view(start + dtype.itemsize * (rows - 1), 2 * dtype.itemsize,
+                                                       key)), dtype)
+    remote = getattr(source, "remote", None)
+    spans = [(store.extent(f"provenances/{column}")[0] + int(low), int(high - low))
+             for column, (low, high) in ends.items()]
+    if isinstance(remote, RemoteFile):
+        remote.prefetch(spans, gap=_GAP_BYTES)
+    for column, (start, length) in zip(ends, spans):
+        found[column] = bytes(source.view(start, length, f"provenances/{column} of row {rows - 1}")).decode("utf-8")
+    record = found["record"]
+    try:
+        parsed: Any = json.loads(record)
+    except ValueError:
+        parsed = record
+    return {"timestamp": found["timestamp"], "record": parsed}
+
+
+def info(target: Any, storage_options: dict | None = None) -> dict[str, Any]:
+    """What ``tskit info`` shows, from the index and the small keys only (never a whole column)."""
+    with _store(resolve(target, storage_options) if is_url(target) else target, None) as store:
+        return _facts(store)
+
+
+def _facts(store: kastore.Store) -> dict[str, Any]:
+    columns = _table_columns(store)
+    schema_keys = [f"{table}/metadata_schema" for table in columns if "metadata_schema" in columns[table]]
+    small = _fetch(store, [*_SMALL_KEYS, *schema_keys])
+    version = small.get("format/version")
+    tables: dict[str, Any] = {}
+    for table in TABLES:
+        names = columns.get(table, [])
+        schema = small.get(f"{table}/metadata_schema")
+        tables[table] = {"rows": _rows(store, table, names),
+                         "bytes": sum(store.info(f"{table}/{column}").size for column in names),
+                         "metadata_schema": _schema(_text(schema)) if schema is not None else None}
+    provenance_rows = tables["provenances"]["rows"]
+    length = small.get("sequence_length")
+    sequence_length = float(length[0]) if length is not None and len(length) else None
+    nbytes = {key: store.info(key).size for key in store}
+    facts: dict[str, Any] = {
+        "format": FORMAT_NAME,
+        "version": ".".join(str(int(part)) for part in version) if version is not None else None,
+        "file_size": store.source.size,
+        "summary": (f"{tables['nodes']['rows']} nodes, {tables['edges']['rows']} edges, {tables['sites']['rows']} "
+                    f"sites, {tables['mutations']['rows']} mutations; sequence length {sequence_length}"),
+        "sequence_length": sequence_length,
+        "time_units": _text(small.get("time_units")),
+        "uuid": _text(small.get("uuid")),
+        "metadata_schema": _schema(_text(small.get("metadata_schema"))),
+        "metadata_bytes": nbytes.get("metadata", 0),
+        "tables": tables,
+        "provenances": {"count": provenance_rows, "last": _last_provenance(store, provenance_rows)},
+        "indexes_bytes": sum(size for key, size in nbytes.items() if key.startswith("indexes/")),
+        "reference_sequence_bytes": sum(size for key, size in nbytes.items()
+                                        if key.startswith("reference_sequence/")),
+    }
+    return facts
+
+
+# --------------------------------------------------------------------------- loading
+
+def _wanted_keys(store: kastore.Store, tables: Iterable[str] | None, skip_tables: bool,
+                 skip_reference_sequence: bool) -> list[str]:
+    if tables is not None:
+        chosen = set(tables)
+        unknown = chosen - set(TABLES)
+        if unknown:
+            raise UnsupportedError(f"tskit: no such table {sorted(unknown)}; tables are {', '.join(TABLES)}")
+    else:
+        chosen = set() if skip_tables else set(TABLES)
+    keys = []
+    for key in store:
+        group, slash, _column = key.partition("/")
+        if not slash or group == "format":
+            keys.append(key)
+        elif group in TABLES:
+            if group in chosen:
+                keys.append(key)
+        elif group == "indexes":
+            if "edges" in chosen:
+                keys.append(key)
+        elif group == "reference_sequence":
+            if not skip_reference_sequence:
+                keys.append(key)
+        else:
+            keys.append(key)
+    return keys
+
+
+def _spans(store: kastore.Store, keys: list[str], gap: int) -> list[tuple[int, int]]:
+    """The byte ranges of ``keys`` merged where they lie within ``gap`` bytes of each other."""
+    merged: list[list[int]] = []
+    for start, length in sorted(store.extent(key) for key in keys):
+        if merged and start <= merged[-1][1] + gap:
+            merged[-1][1] = max(merged[-1][1], start + length)
+        else:
+            merged.append([start, start + length])
+    return [(start, stop - start) for start, stop in merged]
+
+
+def _column_dict(store: kastore.Store, keys: list[str]) -> dict[str, Any]:
+    """The keys as ``TableCollection.fromdict`` wants them: tables as dicts, text as str, bytes as bytes."""
+    import tskit
+
+    empty = tskit.TableCollection(1).asdict()
+    data: dict[str, Any] = {"encoding_version": empty["encoding_version"]}
+    for key in keys:
+        group, slash, column = key.partition("/")
+        if group == "format" or key == "uuid":
+            continue
+        value: Any = store[key]
+        if key in _TEXT_KEYS or column == "metadata_schema":
+            value = _text(value)
+        elif key in ("metadata", "reference_sequence/metadata"):
+            value = value.tobytes()
+        elif key == "sequence_length":
+            value = float(value[0])
+        elif isinstance(empty.get(group), dict) and value.dtype != getattr(empty[group].get(column), "dtype", None):
+            # tskit files store text columns as uint8, its tables take int8: the same bytes, viewed
+            expected = getattr(empty[group].get(column), "dtype", value.dtype)
+            value = value.view(expected) if expected.itemsize == value.dtype.itemsize else value
+        if slash:
+            data.setdefault(group, {})[column] = value
+        else:
+            data[key] = value
+    for table in TABLES:  # tables left out are empty, as tskit's skip_tables leaves them
+        data.setdefault(table, empty[table])
+    return data
+
+
+def _fetched_store(target: Any, storage_options: dict | None, tables: Iterable[str] | None, skip_tables: bool,
+                   skip_reference_sequence: bool, threads: int) -> tuple[kastore.Store, list[str]]:
+    """The index and the wanted keys of a remote file in one in-memory buffer: runs of small keys through
+    the cache (nearby ones in one request), large runs by parallel ranged reads straight into the buffer."""
+    remote = target if isinstance(target, RemoteFile) else resolve(target, storage_options)
+    with _store(remote, None) as index:
+        keys = _wanted_keys(index, tables, skip_tables, skip_reference_sequence)
+        first_array = min((index.extent(key)[0] for key in index), default=index.file_size)
+        spans = [(0, first_array), *_spans(index, keys, _GAP_BYTES)]
+    small = [span for span in spans if span[1] <= _GAP_BYTES]
+    remote.prefetch(small, gap=_GAP_BYTES)
+    buffer = bytearray(remote.size)  # pages nobody writes stay unbacked: only fetched ranges cost memory
+    view = memoryview(buffer)
+    for start, length in small:
+        view[start:start + length] = remote.read(start, length)
+    remote.fetch_into(buffer, [span for span in spans if span[1] > _GAP_BYTES], part=_PART_BYTES, threads=threads)
+    return kastore.loads(buffer), keys
+
+
+def load(target: Any, storage_options: dict | None = None, tables: Iterable[str] | None = None, *,
+         skip_tables: bool = False, skip_reference_sequence: bool = False, threads: int = 8) -> Any:
+    """A ``tskit.TreeSequence`` (a ``tskit.TableCollection`` when ``tables`` names a subset) of a path or URL.
+
+    Equal to ``tskit.load`` table by table. A local file is mapped and its columns copied once, by tskit,
+    into its tables; a URL's wanted columns arrive by parallel ranged reads (``threads`` at a time) into
+    memory. ``skip_tables`` reads only the top-level keys (sequence length, time units, metadata),
+    as ``tskit.load(..., skip_tables=True)`` does.
+    """
+    import tskit
+
+    remote = is_url(target) or is_remote(target)
+    if remote:
+        store, keys = _fetched_store(target, storage_options, tables, skip_tables, skip_reference_sequence,
+                                     threads)
+    else:
+        store = _store(target, None)
+        keys = _wanted_keys(store, tables, skip_tables, skip_reference_sequence)
+    with store:
+        collection = tskit.TableCollection.fromdict(_column_dict(store, keys))
+        _release_pages(store)
+    if tables is not None:
+        return collection
+    return collection.tree_sequence()
+
+
+def _release_pages(store: kastore.Store) -> None:
+    """Drop the mapped file's pages from this process (they stay in the page cache): tskit holds its copy."""
+    mapping = getattr(store.source, "_map", None)
+    if isinstance(mapping, mmap.mmap) and hasattr(mapping, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
+        mapping.madvise(mmap.MADV_DONTNEED)
+
+
+# --------------------------------------------------------------------------- the registry's view hooks
+
+def open(target: Any, storage_options: dict | None = None) -> kastore.Store:  # noqa: A001 - the protocol name
+    """The kastore store of a tskit file (checked to be one)."""
+    return _store(target, storage_options)
+
+
+def validate(target: Any) -> list[Problem]:
+    """kastore's problems, then a FormatError's problem when the store is not a tskit file."""
+    problems = kastore.validate(target)
+    if problems:
+        return problems
+    try:
+        with _store(target, None):
+            return []
+    except FormatError as error:
+        return [Problem.from_error(error)]
+
+
+def entries(target: Any) -> list[dict[str, Any]]:
+    """One row per table (rows, bytes), then the top-level keys: what ``arrayio ls`` lists."""
+    with _store(target, None) as store:
+        facts = _facts(store)
+        rows = [{"name": table, "rows": fact["rows"], "nbytes": fact["bytes"]}
+                for table, fact in facts["tables"].items()]
+        rows += [{"name": key, "rows": store.info(key).shape[0], "nbytes": store.info(key).size}
+                 for key in store if "/" not in key or key.startswith(("format/", "indexes/", "reference_sequence/"))]
+        return rows
+
+
+def cat(target: Any, name: str) -> Iterator[str]:
+    """The values of one key (``nodes/time``), one per line; a table name prints its columns' keys."""
+    with _store(target, None) as store:
+        if name in TABLES:
+            yield from (key for key in store if key.startswith(name + "/"))
+            return
+    yield from kastore.cat(target, name)
+
