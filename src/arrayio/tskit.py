@@ -41,8 +41,10 @@ _PART_BYTES = 8 << 20
 
 
 def _store(target: Any, storage_options: dict | None) -> kastore.Store:
+    """The kastore store of a tskit file, its small keys fetched (over a URL: nearby ones in one request)."""
     store = kastore.load(target, storage_options=storage_options)
     try:
+        _fetch(store, [*_SMALL_KEYS, *(f"{table}/metadata_schema" for table in TABLES)])
         check_tree_sequence(store)
     except BaseException:
         store.close()
@@ -234,10 +236,8 @@ def _column_dict(store: kastore.Store, keys: list[str]) -> dict[str, Any]:
             value = value.tobytes()
         elif key == "sequence_length":
             value = float(value[0])
-        elif isinstance(empty.get(group), dict) and value.dtype != getattr(empty[group].get(column), "dtype", None):
-            # tskit files store text columns as uint8, its tables take int8: the same bytes, viewed
-            expected = getattr(empty[group].get(column), "dtype", value.dtype)
-            value = value.view(expected) if expected.itemsize == value.dtype.itemsize else value
+        else:
+            value = _fitted(empty, group, column, value)
         if slash:
             data.setdefault(group, {})[column] = value
         else:
@@ -247,23 +247,34 @@ def _column_dict(store: kastore.Store, keys: list[str]) -> dict[str, Any]:
     return data
 
 
+def _fitted(empty: dict[str, Any], group: str, column: str, value: np.ndarray) -> np.ndarray:
+    """``value`` in the dtype tskit's tables take for the column: text stored as uint8 is viewed as int8
+    (the same bytes), narrower integers (tszip's) are widened; unknown columns are left to tskit."""
+    expected = getattr(empty.get(group, {}).get(column) if isinstance(empty.get(group), dict) else None, "dtype",
+                       None)
+    if expected is None or value.dtype == expected:
+        return value
+    if value.dtype.itemsize == expected.itemsize and value.dtype.kind in "iu" and expected.kind in "iu":
+        return value.view(expected)
+    return value.astype(expected)
+
+
 def _fetched_store(target: Any, storage_options: dict | None, tables: Iterable[str] | None, skip_tables: bool,
                    skip_reference_sequence: bool, threads: int) -> tuple[kastore.Store, list[str]]:
-    """The index and the wanted keys of a remote file in one in-memory buffer: runs of small keys through
-    the cache (nearby ones in one request), large runs by parallel ranged reads straight into the buffer."""
+    """The index and the wanted keys of a remote file in one in-memory buffer: the index from the opening
+    request, then every run of wanted keys (runs closer than _GAP_BYTES joined) by ranged reads issued
+    ``threads`` at a time straight into the buffer, so the wait is about two round trips."""
     remote = target if isinstance(target, RemoteFile) else resolve(target, storage_options)
-    with _store(remote, None) as index:
+    with kastore.load(remote) as index:
         keys = _wanted_keys(index, tables, skip_tables, skip_reference_sequence)
         first_array = min((index.extent(key)[0] for key in index), default=index.file_size)
-        spans = [(0, first_array), *_spans(index, keys, _GAP_BYTES)]
-    small = [span for span in spans if span[1] <= _GAP_BYTES]
-    remote.prefetch(small, gap=_GAP_BYTES)
-    buffer = bytearray(remote.size)  # pages nobody writes stay unbacked: only fetched ranges cost memory
-    view = memoryview(buffer)
-    for start, length in small:
-        view[start:start + length] = remote.read(start, length)
-    remote.fetch_into(buffer, [span for span in spans if span[1] > _GAP_BYTES], part=_PART_BYTES, threads=threads)
-    return kastore.loads(buffer), keys
+        spans = _spans(index, keys, _GAP_BYTES)
+        buffer = bytearray(remote.size)  # pages nobody writes stay unbacked: only fetched ranges cost memory
+        buffer[:first_array] = index.source.view(0, first_array, "kastore index")
+    remote.fetch_into(buffer, spans, part=_PART_BYTES, threads=threads)
+    store = kastore.loads(buffer)
+    check_tree_sequence(store)
+    return store, keys
 
 
 def load(target: Any, storage_options: dict | None = None, tables: Iterable[str] | None = None, *,
@@ -337,3 +348,105 @@ def cat(target: Any, name: str) -> Iterator[str]:
             return
     yield from kastore.cat(target, name)
 
+
+
+# --------------------------------------------------------------------------- tszip in and out
+
+# Columns tszip stores as indexes into the sorted unique coordinates, and those it delta-filters.
+_QUANTISED = ("edges/left", "edges/right", "migrations/left", "migrations/right", "sites/position")
+_DELTA = ("edges/parent", "sites/position")
+_TSZIP_TEXT = ("time_units", "reference_sequence/data", "reference_sequence/url")
+
+
+def _minimal(values: np.ndarray) -> np.ndarray:
+    """Integers in the narrowest dtype of their kind that holds them (what tszip stores); others unchanged."""
+    if values.dtype.kind not in "iu" or values.size == 0:
+        return values
+    low, high = int(values.min()), int(values.max())
+    for size in (1, 2, 4, 8):
+        dtype = np.dtype(f"{values.dtype.kind}{size}")
+        info = np.iinfo(dtype)
+        if info.min <= low and high <= info.max:
+            return values.astype(dtype, copy=False)
+    return values
+
+
+def _tszip_columns(tables: Any) -> tuple[dict[str, np.ndarray], float]:
+    """The columns of a TableCollection as tszip lays them out, and the sequence length (a root attribute)."""
+    columns: dict[str, Any] = {}
+    for key, value in tables.asdict().items():
+        if isinstance(value, dict):
+            columns.update({f"{key}/{name}": item for name, item in value.items()})
+        else:
+            columns[key] = value
+    length = float(columns.pop("sequence_length"))
+    columns["encoding_version"] = np.asarray(columns["encoding_version"])
+    for name, value in columns.items():
+        if name.endswith("metadata_schema") or name in _TSZIP_TEXT:
+            columns[name] = np.frombuffer(value.encode("utf-8"), np.uint8)
+        elif name.endswith("metadata"):
+            columns[name] = np.frombuffer(value, np.uint8)
+    coordinates = np.unique(np.hstack([[0, length], *(columns[name] for name in _QUANTISED)]))
+    for name in _QUANTISED:
+        columns[name] = np.searchsorted(coordinates, columns[name])
+    columns["coordinates"] = coordinates
+    return {name: _minimal(np.asarray(value)) for name, value in columns.items()}, length
+
+
+def to_tszip(source: Any, target: Any, storage_options: dict | None = None, *, chunk: int | None = None) -> None:
+    """Write the tree sequence in ``source`` (path or URL) as the tszip file ``target``, losslessly, as
+    ``tszip.compress`` lays it out (``tszip.decompress`` gives back equal tables)."""
+    from . import __version__, tszip
+
+    chunk = tszip.DEFAULT_CHUNK if chunk is None else chunk
+    columns, length = _tszip_columns(load(source, storage_options, tables=TABLES))
+    attributes = {"format_name": tszip.FORMAT_NAME, "format_version": list(tszip.FORMAT_VERSION),
+                  "sequence_length": length,
+                  "provenance": {"schema_version": "1.0.0",
+                                 "software": {"name": "arrayio", "version": __version__},
+                                 "parameters": {"variants_only": False, "chunk_size": chunk}}}
+    arrays = (tszip.Array(name, values, delta="_offset" in name or name in _DELTA)
+              for name, values in columns.items())
+    tszip.dump(arrays, attributes, target, chunk=chunk)
+
+
+def from_tszip(source: Any, storage_options: dict | None = None) -> Any:
+    """The ``tskit.TreeSequence`` in a tszip file (path or URL, read in ranges), as ``tszip.decompress`` gives it."""
+    import tskit
+
+    from . import tszip
+
+    with tszip.load(source, storage_options) as reader:
+        if "coordinates" not in reader:
+            raise FormatError("tszip: no 'coordinates' column, so the edge and site positions cannot be restored",
+                              format=tszip.FORMAT_NAME, field="coordinates", expected="a column", found="none")
+        coordinates = reader["coordinates"]
+        empty = tskit.TableCollection(1).asdict()
+        data: dict[str, Any] = {"sequence_length": reader.attributes.get("sequence_length")}
+        for path in reader:
+            if path == "coordinates":
+                continue
+            group, _slash, name = path.rpartition("/")
+            value: Any = reader[path]
+            if path in _QUANTISED:
+                value = coordinates[value]
+            elif name == "metadata_schema" or path in _TSZIP_TEXT:
+                value = value.tobytes().decode("utf-8")
+            elif name == "metadata" and group in ("", "reference_sequence"):
+                value = value.astype(np.uint8).tobytes()
+            else:
+                value = _fitted(empty, group, name, value)
+            if group:
+                data.setdefault(group, {})[name] = value
+            else:
+                data[name] = value
+    return tskit.TableCollection.fromdict(data).tree_sequence()
+
+
+def tszip_to_trees(source: Any, target: Any, storage_options: dict | None = None) -> None:
+    """Write the tree sequence of a tszip file as a ``.trees`` file (what ``tszip.decompress(...).dump`` writes)."""
+    from ._binary import atomic_write
+
+    tree_sequence = from_tszip(source, storage_options)
+    with atomic_write(target) as stream:
+        tree_sequence.dump(stream)
