@@ -205,14 +205,13 @@ class TszipFile(ReaderBase):
     def info(self) -> dict[str, Any]:
         """The root attributes (tszip's format version, sequence length, provenance) and one row per column."""
         rows = self.entries()
-        stored = sum(row["stored"] for row in rows)
+        stored = sum(row["stored_bytes"] for row in rows)
         decoded = sum(row["nbytes"] for row in rows)
         return {
             "format": FORMAT_NAME,
             "version": self.version,
             "file_size": self._source.size,
-            "summary": f"{len(rows)} columns, {decoded} bytes stored in {stored} "
-                       f"({decoded / stored if stored else 0:.1f}x)",
+            "summary": f"{len(rows)} columns: {decoded} bytes of values in {stored} bytes of chunks",
             "attributes": self.attributes,
             "members": len(self.directory.members),
             "columns": rows,
@@ -221,7 +220,7 @@ class TszipFile(ReaderBase):
     def entries(self) -> list[dict[str, Any]]:
         """Rows for ``arrayio ls``: column path, dtype, length, chunks, codecs, decoded and stored bytes."""
         return [{"name": path, "dtype": column.dtype.name, "shape": [column.length], "chunks": column.nchunks,
-                 "codecs": column.describe(), "nbytes": column.nbytes, "stored": self.stored_bytes(path)}
+                 "codecs": column.describe(), "nbytes": column.nbytes, "stored_bytes": self.stored_bytes(path)}
                 for path, column in self.columns.items()]
 
     def validate(self) -> list[Problem]:
