@@ -26,8 +26,8 @@ from typing import Any, Protocol, runtime_checkable
 from ._sources import RemoteFile, is_remote, is_url, resolve
 from .errors import FormatError, Problem, UnsupportedError
 
-__all__ = ["Reader", "FormatSpec", "FORMATS", "ViewSpec", "VIEWS", "detect", "view_of", "module_for", "available_formats",
-           "format_for_extension"]
+__all__ = ["Reader", "FormatSpec", "FORMATS", "ViewSpec", "VIEWS", "detect", "view_of", "module_for",
+           "available_formats", "format_for_extension"]
 
 
 @runtime_checkable
@@ -123,7 +123,8 @@ VIEWS: dict[str, ViewSpec] = {
     )
 }
 
-_LONGEST_MAGIC = max(len(spec.magic) for spec in (*FORMATS.values(), *VIEWS.values()))
+_LONGEST_MAGIC = max(len(magic) for magic in [*(spec.magic for spec in FORMATS.values()),
+                                               *(spec.magic for spec in VIEWS.values())])
 
 
 def _head(target: Any) -> bytes:

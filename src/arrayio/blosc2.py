@@ -31,6 +31,7 @@ import numpy as np
 
 from . import bloscpack
 from ._binary import fsync_dir
+from ._sources import is_url
 from .errors import UnsupportedError
 
 __all__ = ["EXTENSIONS", "from_bloscpack", "to_bloscpack"]
@@ -147,8 +148,8 @@ def _frame(reader: Any, path: str, cparams: dict[str, Any], progress: Progress) 
         frame.vlmeta["bloscpack"] = reader.metadata
 
 
-def from_bloscpack(source: Any, target: Any, *, kind: str | None = None, clevel: int = 5,
-                   storage_options: dict | None = None, progress: Progress | None = None) -> str:
+def from_bloscpack(source: Any, target: Any, storage_options: dict | None = None, progress: Progress | None = None,
+                   *, kind: str | None = None, clevel: int = 5) -> str:
     """Write the bloscpack file ``source`` (a path or URL) as a Blosc2 ``.b2nd`` NDArray or ``.b2frame``
     super-chunk at ``target`` (``kind`` "ndarray" or "frame" when the extension does not say); returns the kind."""
     chosen = _kind(target, kind)
@@ -190,11 +191,14 @@ def _spool(folder: Path, shape: tuple[int, ...], dtype: np.dtype, order: str) ->
         os.unlink(name)
 
 
-def to_bloscpack(source: Any, target: Any, *, chunk_size: int | None = None, progress: Progress | None = None) -> str:
-    """Write a python-blosc2 ``.b2nd`` NDArray or ``.b2frame`` super-chunk as the bloscpack file ``target``,
-    one Blosc2 chunk at a time through a spool map; returns the kind read ("ndarray" or "frame")."""
+def to_bloscpack(source: Any, target: Any, storage_options: dict | None = None, progress: Progress | None = None,
+                 *, chunk_size: int | None = None) -> str:
+    """Write a python-blosc2 ``.b2nd`` NDArray or ``.b2frame`` super-chunk (a local path: python-blosc2 opens it)
+    as the bloscpack file ``target``, one Blosc2 chunk at a time through a spool map; returns the kind read."""
     import blosc2
 
+    if storage_options or is_url(source):
+        raise UnsupportedError(f"blosc2: {source} must be a local path (python-blosc2 opens files itself)")
     report = progress or (lambda nbytes: None)
     opened = blosc2.open(os.fspath(source), mode="r")
     folder = Path(os.fspath(target)).resolve().parent

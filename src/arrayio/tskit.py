@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import mmap
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -393,9 +393,11 @@ def _tszip_columns(tables: Any) -> tuple[dict[str, np.ndarray], float]:
     return {name: _minimal(np.asarray(value)) for name, value in columns.items()}, length
 
 
-def to_tszip(source: Any, target: Any, storage_options: dict | None = None, *, chunk: int | None = None) -> None:
+def to_tszip(source: Any, target: Any, storage_options: dict | None = None,
+             progress: Callable[[int], None] | None = None, *, chunk: int | None = None) -> None:
     """Write the tree sequence in ``source`` (path or URL) as the tszip file ``target``, losslessly, as
-    ``tszip.compress`` lays it out (``tszip.decompress`` gives back equal tables)."""
+    ``tszip.compress`` lays it out (``tszip.decompress`` gives back equal tables); ``progress(nbytes)``
+    as each column is written."""
     from . import __version__, tszip
 
     chunk = tszip.DEFAULT_CHUNK if chunk is None else chunk
@@ -405,12 +407,17 @@ def to_tszip(source: Any, target: Any, storage_options: dict | None = None, *, c
                   "provenance": {"schema_version": "1.0.0",
                                  "software": {"name": "arrayio", "version": __version__},
                                  "parameters": {"variants_only": False, "chunk_size": chunk}}}
-    arrays = (tszip.Array(name, values, delta="_offset" in name or name in _DELTA)
-              for name, values in columns.items())
-    tszip.dump(arrays, attributes, target, chunk=chunk)
+    report = progress or (lambda nbytes: None)
+
+    def arrays() -> Iterator[Any]:
+        for name, values in columns.items():
+            yield tszip.Array(name, values, delta="_offset" in name or name in _DELTA)
+            report(values.nbytes)
+
+    tszip.dump(arrays(), attributes, target, chunk=chunk)
 
 
-def from_tszip(source: Any, storage_options: dict | None = None) -> Any:
+def from_tszip(source: Any, storage_options: dict | None = None, progress: Callable[[int], None] | None = None) -> Any:
     """The ``tskit.TreeSequence`` in a tszip file (path or URL, read in ranges), as ``tszip.decompress`` gives it."""
     import tskit
 
@@ -428,6 +435,8 @@ def from_tszip(source: Any, storage_options: dict | None = None) -> Any:
                 continue
             group, _slash, name = path.rpartition("/")
             value: Any = reader[path]
+            if progress is not None:
+                progress(value.nbytes)
             if path in _QUANTISED:
                 value = coordinates[value]
             elif name == "metadata_schema" or path in _TSZIP_TEXT:
@@ -443,10 +452,11 @@ def from_tszip(source: Any, storage_options: dict | None = None) -> Any:
     return tskit.TableCollection.fromdict(data).tree_sequence()
 
 
-def tszip_to_trees(source: Any, target: Any, storage_options: dict | None = None) -> None:
+def tszip_to_trees(source: Any, target: Any, storage_options: dict | None = None,
+                   progress: Callable[[int], None] | None = None) -> None:
     """Write the tree sequence of a tszip file as a ``.trees`` file (what ``tszip.decompress(...).dump`` writes)."""
     from ._binary import atomic_write
 
-    tree_sequence = from_tszip(source, storage_options)
+    tree_sequence = from_tszip(source, storage_options, progress)
     with atomic_write(target) as stream:
         tree_sequence.dump(stream)
