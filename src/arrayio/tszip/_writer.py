@@ -67,7 +67,8 @@ def _chunks(array: Array, chunk: int) -> Iterable[tuple[int, bytes]]:
 
 
 def dump(arrays: Iterable[Array], attributes: dict[str, Any], target: Any, *, chunk: int = DEFAULT_CHUNK) -> None:
-    """Write ``arrays`` (1-D, numeric) and the root ``attributes`` as a new tszip file at ``target``."""
+    """Write ``arrays`` (1-D, numeric) and the root ``attributes`` as a new tszip file at ``target``, in chunks
+    of at most ``chunk`` elements."""
     if chunk < 1:
         raise ValueError(f"tszip: chunk must be at least 1 element, not {chunk}")
     with atomic_write(target) as stream, \
@@ -84,7 +85,10 @@ def dump(arrays: Iterable[Array], attributes: dict[str, Any], target: Any, *, ch
                 archive.writestr(f"{group}/.zgroup", _json({"zarr_format": 2}))
                 archive.writestr(f"{group}/.zattrs", _json({}))
                 groups_written.add(group)
-            archive.writestr(f"{array.path}/.zarray", _json(_zarray(array, chunk)))
+            # A column shorter than a chunk gets a chunk of its own length: Zarr v2 pads every chunk to full
+            # length, and compressing megabytes of padding per short column is most of tszip's time.
+            length = min(chunk, max(1, array.values.shape[0]))
+            archive.writestr(f"{array.path}/.zarray", _json(_zarray(array, length)))
             archive.writestr(f"{array.path}/.zattrs", _json(array.attributes))
-            for index, data in _chunks(array, chunk):
+            for index, data in _chunks(array, length):
                 archive.writestr(f"{array.path}/{index}", data)
