@@ -644,10 +644,10 @@ class RemoteSource(Source):
             raise ValueError("I/O operation on a closed source")
         return self.remote.read(offset, length)
 
-    def prefetch(self, ranges: Iterable[tuple[int, int]]) -> None:
-        """Fetch the ``(offset, length)`` ranges about to be read, adjacent ones in one request."""
+    def prefetch(self, ranges: Iterable[tuple[int, int]], gap: int = 0) -> None:
+        """Fetch the ``(offset, length)`` ranges about to be read, those at most ``gap`` apart in one request."""
         if not self.closed:
-            self.remote.prefetch(ranges)
+            self.remote.prefetch(ranges, gap)
 
     def close(self) -> None:
         """Mark closed; a RemoteFile this source opened itself drops its cache."""

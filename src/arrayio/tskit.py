@@ -67,9 +67,7 @@ def check_tree_sequence(store: kastore.Store) -> None:
 def _fetch(store: kastore.Store, keys: Iterable[str]) -> dict[str, np.ndarray]:
     """The arrays of ``keys`` (those present); over a URL, nearby ranges are fetched together first."""
     present = [key for key in keys if key in store]
-    remote = getattr(store.source, "remote", None)
-    if isinstance(remote, RemoteFile):
-        remote.prefetch([store.extent(key) for key in present], gap=_GAP_BYTES)
+    store.source.prefetch([store.extent(key) for key in present], gap=_GAP_BYTES)
     return {key: store[key] for key in present}
 
 
@@ -121,11 +119,9 @@ def _last_provenance(store: kastore.Store, rows: int) -> dict[str, Any] | None:
         dtype = np.dtype(store.info(key).dtype).newbyteorder("<")
         ends[column] = np.frombuffer(bytes(source.view(start + dtype.itemsize * (rows - 1), 2 * dtype.itemsize,
                                                        key)), dtype)
-    remote = getattr(source, "remote", None)
     spans = [(store.extent(f"provenances/{column}")[0] + int(low), int(high - low))
              for column, (low, high) in ends.items()]
-    if isinstance(remote, RemoteFile):
-        remote.prefetch(spans, gap=_GAP_BYTES)
+    source.prefetch(spans, gap=_GAP_BYTES)
     for column, (start, length) in zip(ends, spans):
         found[column] = bytes(source.view(start, length, f"provenances/{column} of row {rows - 1}")).decode("utf-8")
     record = found["record"]
@@ -427,6 +423,7 @@ def from_tszip(source: Any, storage_options: dict | None = None, progress: Calla
         if "coordinates" not in reader:
             raise FormatError("tszip: no 'coordinates' column, so the edge and site positions cannot be restored",
                               format=tszip.FORMAT_NAME, field="coordinates", expected="a column", found="none")
+        reader.prefetch(list(reader))
         coordinates = reader["coordinates"]
         empty = tskit.TableCollection(1).asdict()
         data: dict[str, Any] = {"sequence_length": reader.attributes.get("sequence_length")}

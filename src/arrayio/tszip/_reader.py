@@ -30,6 +30,10 @@ DEFAULT_EXPANSION = 1024
 _BLOSC_HEADER = 16
 _METADATA_NAMES = (".zarray", ".zattrs", ".zgroup")
 _CODECS = ("blosc", "zlib")
+# A member's local header, name and extra field take at most this much before its data (names are short
+# column paths); members whose ranges lie closer than _GAP_BYTES are fetched in one request over a URL.
+_LOCAL_SLACK = 512
+_GAP_BYTES = 256 << 10
 
 
 @dataclass(frozen=True)
@@ -117,7 +121,8 @@ class TszipFile(ReaderBase):
             self.directory: Directory = read_directory(source)
             self._members = self.directory.latest()
             wanted = [member for name, member in self._members.items() if name.endswith(_METADATA_NAMES)]
-            source.prefetch([(member.local_offset, member.compressed_size + 512) for member in wanted])
+            source.prefetch([(member.local_offset, _LOCAL_SLACK + member.compressed_size) for member in wanted],
+                            gap=_GAP_BYTES)
             if ".zattrs" not in self._members:
                 raise ERRORS.invalid("member '.zattrs'", None, "the root attributes of a tszip file", "no such member")
             self.attributes = _json_member(source, self._members[".zattrs"])
@@ -174,6 +179,12 @@ class TszipFile(ReaderBase):
         members = (self.chunk_member(path, index) for index in range(self.columns[path].nchunks))
         return sum(member.compressed_size for member in members if member is not None)
 
+    def prefetch(self, paths: list[str]) -> None:
+        """Over a URL, fetch the chunks of the columns ``paths`` (nearby ones in one request) before reading them."""
+        members = (self.chunk_member(path, index) for path in paths for index in range(self.columns[path].nchunks))
+        self._source.prefetch([(member.local_offset, _LOCAL_SLACK + member.compressed_size)
+                               for member in members if member is not None], gap=_GAP_BYTES)
+
     def read_chunk(self, path: str, index: int, check_crc: bool = False) -> np.ndarray:
         """Chunk ``index`` of column ``path``, decoded (the last one cut to the column's length)."""
         column = self.columns[path]
@@ -196,6 +207,7 @@ class TszipFile(ReaderBase):
                                  f"at most {self.max_bytes} decoded bytes (max_expansion x the file size; raise "
                                  "max_expansion to read it)", f"{column.nbytes} bytes")
         out = np.empty(column.length, dtype=column.dtype)
+        self.prefetch([path])
         for index in range(column.nchunks):
             start = index * column.chunk
             out[start:start + column.chunk] = self.read_chunk(path, index)
