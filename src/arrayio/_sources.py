@@ -20,6 +20,7 @@ import bisect
 import contextlib
 import errno
 import io
+import itertools
 import re
 import shutil
 import sys
@@ -558,25 +559,27 @@ class RemoteFile:
                 with self._lock:
                     self._cache.add(piece, data)
 
-    def fetch_into(self, buffer: Any, ranges: Iterable[tuple[int, int]], *, part: int = 8 << 20,
-                   threads: int = 8) -> None:
-        """Copy the ``(offset, length)`` ranges into the same offsets of ``buffer`` (one byte per object byte),
-        in parts of at most ``part`` bytes fetched ``threads`` at a time; nothing goes through the cache,
-        so a whole object can land in the caller's memory without a second copy or a temporary file."""
+    def iter_ranges(self, ranges: Iterable[tuple[int, int]], *, part: int = 8 << 20,
+                    threads: int = 8) -> Iterator[tuple[int, bytes]]:
+        """(offset, bytes) of the ``(offset, length)`` ranges in parts of at most ``part`` bytes, in order,
+        fetched ``threads`` parts at a time (at most that many parts in memory); nothing goes through the
+        cache, so a whole object can stream through without a second copy or a temporary file."""
+        from collections import deque
         from concurrent.futures import ThreadPoolExecutor
 
-        view = memoryview(buffer).cast("B")
         size = self.size
-        pieces = [(start, min(start + part, offset + length))
-                  for offset, length in ranges if length > 0
-                  for start in range(offset, min(offset + length, size), part)]
-
-        def fetch(piece: tuple[int, int]) -> None:
-            start, stop = piece
-            view[start:stop] = self._request(start, stop)
-
+        pieces = iter([(start, min(start + part, offset + length, size))
+                       for offset, length in ranges if length > 0
+                       for start in range(offset, min(offset + length, size), part)])
         with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
-            list(pool.map(fetch, pieces))
+            pending = deque((start, pool.submit(self._request, start, stop))
+                            for start, stop in itertools.islice(pieces, max(1, threads)))
+            while pending:
+                start, future = pending.popleft()
+                following = next(pieces, None)
+                if following is not None:
+                    pending.append((following[0], pool.submit(self._request, *following)))
+                yield start, future.result()
 
     def open(self) -> BinaryIO:
         """A seekable binary file object reading through this object's cache (for stream-based readers)."""

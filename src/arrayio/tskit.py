@@ -13,14 +13,16 @@ ranged reads straight into memory for a URL (no temporary file).
 
 from __future__ import annotations
 
+import io
 import json
-import mmap
+import os
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
 
 from . import kastore
+from ._binary import release_pages
 from ._sources import RemoteFile, is_remote, is_url, resolve
 from .errors import FormatError, Problem, UnsupportedError
 
@@ -255,55 +257,75 @@ def _fitted(empty: dict[str, Any], group: str, column: str, value: np.ndarray) -
     return value.astype(expected)
 
 
-def _fetched_store(target: Any, storage_options: dict | None, tables: Iterable[str] | None, skip_tables: bool,
+def _fetched_store(remote: RemoteFile, tables: Iterable[str] | None, skip_tables: bool,
                    skip_reference_sequence: bool, threads: int) -> tuple[kastore.Store, list[str]]:
     """The index and the wanted keys of a remote file in one in-memory buffer: the index from the opening
     request, then every run of wanted keys (runs closer than _GAP_BYTES joined) by ranged reads issued
     ``threads`` at a time straight into the buffer, so the wait is about two round trips."""
-    remote = target if isinstance(target, RemoteFile) else resolve(target, storage_options)
     with kastore.load(remote) as index:
         keys = _wanted_keys(index, tables, skip_tables, skip_reference_sequence)
         first_array = min((index.extent(key)[0] for key in index), default=index.file_size)
         spans = _spans(index, keys, _GAP_BYTES)
         buffer = bytearray(remote.size)  # pages nobody writes stay unbacked: only fetched ranges cost memory
         buffer[:first_array] = index.source.view(0, first_array, "kastore index")
-    remote.fetch_into(buffer, spans, part=_PART_BYTES, threads=threads)
+    for offset, data in remote.iter_ranges(spans, part=_PART_BYTES, threads=threads):
+        buffer[offset:offset + len(data)] = data
     store = kastore.loads(buffer)
     check_tree_sequence(store)
     return store, keys
+
+
+def _spooled(remote: RemoteFile, skip_reference_sequence: bool, threads: int) -> Any:
+    """tskit's own loader reading an in-memory file (memfd) that parallel ranged reads filled: no file on
+    disk, and the object is held once besides what tskit reads. (A pipe fed while tskit reads would hold
+    one copy less, but tskit keeps the GIL while it loads, so nothing could feed it.)"""
+    import tempfile
+
+    import tskit
+
+    memfd = getattr(os, "memfd_create", None)
+    spool = io.open(memfd("arrayio-tskit"), "w+b") if memfd is not None else tempfile.TemporaryFile()
+    with spool:
+        for _offset, data in remote.iter_ranges([(0, remote.size)], part=_PART_BYTES, threads=threads):
+            spool.write(data)
+        spool.flush()
+        spool.seek(0)
+        return tskit.load(spool, skip_reference_sequence=skip_reference_sequence)
 
 
 def load(target: Any, storage_options: dict | None = None, tables: Iterable[str] | None = None, *,
          skip_tables: bool = False, skip_reference_sequence: bool = False, threads: int = 8) -> Any:
     """A ``tskit.TreeSequence`` (a ``tskit.TableCollection`` when ``tables`` names a subset) of a path or URL.
 
-    Equal to ``tskit.load`` table by table. A local file is mapped and its columns copied once, by tskit,
-    into its tables; a URL's wanted columns arrive by parallel ranged reads (``threads`` at a time) into
-    memory. ``skip_tables`` reads only the top-level keys (sequence length, time units, metadata),
-    as ``tskit.load(..., skip_tables=True)`` does.
+    Equal to ``tskit.load`` table by table. The index is checked first (a file that is not a tree sequence
+    is a FormatError naming the key). A whole tree sequence is read by tskit's own loader, which since
+    tskit 1.0 holds the file once (building a TreeSequence from other memory would copy every table
+    again): from the path, or over a URL from an in-memory file that parallel ranged reads (``threads``
+    at a time) fill, with no file on disk. ``tables`` and ``skip_tables`` read only the keys asked for (a local
+    file mapped, a URL's runs of wanted keys fetched into memory) and hand them to
+    ``TableCollection.fromdict``.
     """
     import tskit
 
-    remote = is_url(target) or is_remote(target)
-    if remote:
-        store, keys = _fetched_store(target, storage_options, tables, skip_tables, skip_reference_sequence,
-                                     threads)
+    remote = target if isinstance(target, RemoteFile) else \
+        resolve(target, storage_options) if is_url(target) or is_remote(target) else None
+    whole = tables is None and not skip_tables
+    if remote is not None and whole:
+        with kastore.load(remote) as index:  # the opening request, and format/name's when it lies beyond
+            check_tree_sequence(index)
+        return _spooled(remote, skip_reference_sequence, threads)
+    if remote is not None:
+        store, keys = _fetched_store(remote, tables, skip_tables, skip_reference_sequence, threads)
     else:
         store = _store(target, None)
+        if whole:
+            store.close()
+            return tskit.load(target, skip_reference_sequence=skip_reference_sequence)
         keys = _wanted_keys(store, tables, skip_tables, skip_reference_sequence)
     with store:
         collection = tskit.TableCollection.fromdict(_column_dict(store, keys))
-        _release_pages(store)
-    if tables is not None:
-        return collection
-    return collection.tree_sequence()
-
-
-def _release_pages(store: kastore.Store) -> None:
-    """Drop the mapped file's pages from this process (they stay in the page cache): tskit holds its copy."""
-    mapping = getattr(store.source, "_map", None)
-    if isinstance(mapping, mmap.mmap) and hasattr(mapping, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
-        mapping.madvise(mmap.MADV_DONTNEED)
+        release_pages(store.source, 0, store.source.size)  # tskit holds its copy; the map's pages can go
+    return collection if tables is not None else collection.tree_sequence()
 
 
 # --------------------------------------------------------------------------- the registry's view hooks
