@@ -11,7 +11,7 @@ case minus the resident set after the imports; times are the best of --repeat ru
 * ``.trees -> .tsz``: ``arrayio.tskit.to_tszip`` vs ``tszip.compress`` (time and size);
 * ``.tsz -> .trees``: ``arrayio.tskit.tszip_to_trees`` vs ``tszip.decompress`` + ``dump``.
 
-The tree sequence is an msprime simulation written once into the temp folder (about 200 MB; --quick:
+The tree sequence is an msprime simulation written once into the temp folder (about 160 MB; --quick:
 about 16 MB) and reused by later runs.
 """
 
@@ -35,18 +35,19 @@ sys.path[:] = [str(HERE.parent / "src"), str(HERE.parent / "tests" / "remote")] 
     entry for entry in sys.path if Path(entry or ".").resolve() != HERE]
 
 AREA = "treeseq"
-SIZES = {"full": (20_000, 5e7), "quick": (5_000, 2e7)}  # (samples, sequence length): ~200 MB and ~16 MB
+# (samples, sequence length, mutation rate): about 160 MB and 16 MB
+SIZES = {"full": (20_000, 5e7, 1.2e-7), "quick": (5_000, 2e7, 1e-8)}
 
 
 def _sample(quick: bool) -> Path:
-    samples, length = SIZES["quick" if quick else "full"]
-    path = Path(tempfile.gettempdir()) / f"arrayio-bench-treeseq-{samples}-{int(length)}.trees"
+    samples, length, rate = SIZES["quick" if quick else "full"]
+    path = Path(tempfile.gettempdir()) / f"arrayio-bench-treeseq-{samples}-{int(length)}-{rate:g}.trees"
     if not path.exists():
         import msprime
 
         ancestry = msprime.sim_ancestry(samples, sequence_length=length, recombination_rate=1e-8,
                                         population_size=10_000, random_seed=11)
-        msprime.sim_mutations(ancestry, rate=1e-8, random_seed=12).dump(str(path) + ".tmp")
+        msprime.sim_mutations(ancestry, rate=rate, random_seed=12).dump(str(path) + ".tmp")
         os.replace(str(path) + ".tmp", path)
     return path
 
