@@ -136,7 +136,7 @@ def _last_provenance(store: kastore.Store, rows: int) -> dict[str, Any] | None:
 
 def info(target: Any, storage_options: dict | None = None) -> dict[str, Any]:
     """What ``tskit info`` shows, from the index and the small keys only (never a whole column)."""
-    with _store(resolve(target, storage_options) if is_url(target) else target, None) as store:
+    with _store(target, storage_options) as store:
         return _facts(store)
 
 
