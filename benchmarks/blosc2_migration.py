@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -37,15 +36,6 @@ import arrayio.bloscpack as blp  # noqa: E402
 from arrayio import blosc2 as migrate  # noqa: E402
 
 AREA = "blosc2"
-
-
-def _best(function, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def main() -> None:
@@ -78,14 +68,14 @@ def main() -> None:
             with blp.open(source) as reader:
                 reader.read()
 
-        limit = _best(read_limit, args.repeat)
+        limit = _rows.best(read_limit, args.repeat)
         times = {
-            "b2nd": _best(lambda: migrate.from_bloscpack(source, scratch / "a.b2nd"), args.repeat),
-            "b2nd naive": _best(naive_b2nd, args.repeat),
-            "b2frame": _best(lambda: migrate.from_bloscpack(source, scratch / "a.b2frame", kind="frame"),
+            "b2nd": _rows.best(lambda: migrate.from_bloscpack(source, scratch / "a.b2nd"), args.repeat),
+            "b2nd naive": _rows.best(naive_b2nd, args.repeat),
+            "b2frame": _rows.best(lambda: migrate.from_bloscpack(source, scratch / "a.b2frame", kind="frame"),
                              args.repeat),
-            "blp": _best(lambda: migrate.to_bloscpack(scratch / "a.b2nd", scratch / "back.blp"), args.repeat),
-            "blp naive": _best(naive_blp, args.repeat),
+            "blp": _rows.best(lambda: migrate.to_bloscpack(scratch / "a.b2nd", scratch / "back.blp"), args.repeat),
+            "blp naive": _rows.best(naive_blp, args.repeat),
         }
         sizes = {name: (scratch / name).stat().st_size for name in ("a.blp", "a.b2nd", "a.b2frame")}
 

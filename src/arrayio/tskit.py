@@ -32,9 +32,8 @@ FORMAT_NAME = "tskit"
 # The tables of a tskit file, as its keys name them (tskit's own TableCollection attribute names).
 TABLES = ("edges", "individuals", "migrations", "mutations", "nodes", "populations", "provenances", "sites")
 _FILE_NAME = b"tskit.trees"
-# Top-level keys stored as UTF-8 bytes; everything else at the top level is a column of numbers.
-_TEXT_KEYS = frozenset({"time_units", "metadata_schema", "reference_sequence/data", "reference_sequence/url",
-                        "reference_sequence/metadata_schema"})
+# Columns of UTF-8 text besides every metadata_schema (in .trees and .tsz files alike).
+_TEXT_COLUMNS = ("time_units", "reference_sequence/data", "reference_sequence/url")
 _SMALL_KEYS = ("format/name", "format/version", "sequence_length", "time_units", "uuid", "metadata_schema",
                "metadata")
 # Small-key ranges closer than this are fetched in one request: a round trip costs more than the gap's bytes.
@@ -218,31 +217,36 @@ def _spans(store: kastore.Store, keys: list[str], gap: int) -> list[tuple[int, i
 
 
 def _column_dict(store: kastore.Store, keys: list[str]) -> dict[str, Any]:
-    """The keys as ``TableCollection.fromdict`` wants them: tables as dicts, text as str, bytes as bytes."""
+    """The keys as ``TableCollection.fromdict`` wants them (tables left out are empty, as skip_tables leaves them)."""
     import tskit
 
     empty = tskit.TableCollection(1).asdict()
     data: dict[str, Any] = {"encoding_version": empty["encoding_version"]}
     for key in keys:
-        group, slash, column = key.partition("/")
-        if group == "format" or key == "uuid":
-            continue
-        value: Any = store[key]
-        if key in _TEXT_KEYS or column == "metadata_schema":
-            value = _text(value)
-        elif key in ("metadata", "reference_sequence/metadata"):
-            value = value.tobytes()
-        elif key == "sequence_length":
-            value = float(value[0])
-        else:
-            value = _fitted(empty, group, column, value)
-        if slash:
-            data.setdefault(group, {})[column] = value
-        else:
-            data[key] = value
-    for table in TABLES:  # tables left out are empty, as tskit's skip_tables leaves them
+        if not key.startswith("format/") and key != "uuid":
+            _put(data, key, _as_dict_value(empty, key, store[key]))
+    for table in TABLES:
         data.setdefault(table, empty[table])
     return data
+
+
+def _as_dict_value(empty: dict[str, Any], path: str, value: np.ndarray) -> Any:
+    """A stored column as ``fromdict`` takes it: text as str, top-level and reference metadata as bytes,
+    the sequence length as a float, table columns in the dtype of tskit's tables."""
+    group, _slash, column = path.rpartition("/")
+    if column == "metadata_schema" or path in _TEXT_COLUMNS:
+        return _text(value)
+    if column == "metadata" and group in ("", "reference_sequence"):
+        return np.asarray(value).astype(np.uint8, copy=False).tobytes()  # tszip <= 0.2.5 stored int8
+    if path == "sequence_length":
+        return float(value[0])
+    return _fitted(empty, group, column, value)
+
+
+def _put(data: dict[str, Any], path: str, value: Any) -> None:
+    """``data[group][column] = value`` for ``group/column``, ``data[path]`` at the top level."""
+    group, _slash, column = path.rpartition("/")
+    (data.setdefault(group, {}) if group else data)[column] = value
 
 
 def _fitted(empty: dict[str, Any], group: str, column: str, value: np.ndarray) -> np.ndarray:
@@ -373,7 +377,6 @@ def cat(target: Any, name: str) -> Iterator[str]:
 # Columns tszip stores as indexes into the sorted unique coordinates, and those it delta-filters.
 _QUANTISED = ("edges/left", "edges/right", "migrations/left", "migrations/right", "sites/position")
 _DELTA = ("edges/parent", "sites/position")
-_TSZIP_TEXT = ("time_units", "reference_sequence/data", "reference_sequence/url")
 
 
 def _minimal(values: np.ndarray) -> np.ndarray:
@@ -400,7 +403,7 @@ def _tszip_columns(tables: Any) -> tuple[dict[str, np.ndarray], float]:
     length = float(columns.pop("sequence_length"))
     columns["encoding_version"] = np.asarray(columns["encoding_version"])
     for name, value in columns.items():
-        if name.endswith("metadata_schema") or name in _TSZIP_TEXT:
+        if name.endswith("metadata_schema") or name in _TEXT_COLUMNS:
             columns[name] = np.frombuffer(value.encode("utf-8"), np.uint8)
         elif name.endswith("metadata"):
             columns[name] = np.frombuffer(value, np.uint8)
@@ -452,22 +455,10 @@ def from_tszip(source: Any, storage_options: dict | None = None, progress: Calla
         for path in reader:
             if path == "coordinates":
                 continue
-            group, _slash, name = path.rpartition("/")
             value: Any = reader[path]
             if progress is not None:
                 progress(value.nbytes)
-            if path in _QUANTISED:
-                value = coordinates[value]
-            elif name == "metadata_schema" or path in _TSZIP_TEXT:
-                value = value.tobytes().decode("utf-8")
-            elif name == "metadata" and group in ("", "reference_sequence"):
-                value = value.astype(np.uint8).tobytes()
-            else:
-                value = _fitted(empty, group, name, value)
-            if group:
-                data.setdefault(group, {})[name] = value
-            else:
-                data[name] = value
+            _put(data, path, coordinates[value] if path in _QUANTISED else _as_dict_value(empty, path, value))
     return tskit.TableCollection.fromdict(data).tree_sequence()
 
 
