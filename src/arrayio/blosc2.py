@@ -31,6 +31,7 @@ import numpy as np
 
 from . import bloscpack
 from ._binary import fsync_dir
+from ._optional import require
 from ._sources import is_url
 from .errors import UnsupportedError
 
@@ -73,7 +74,7 @@ def _published(target: Any) -> Iterator[str]:
 
 def _cparams(reader: Any, clevel: int) -> dict[str, Any]:
     """The first chunk's codec, shuffle and block size, and the file's typesize, as python-blosc2 cparams."""
-    import blosc2
+    blosc2 = require("blosc2", "Blosc2 conversions")
 
     cparams: dict[str, Any] = {"clevel": clevel, "typesize": max(1, reader.header.typesize)}
     if reader.nchunks == 0:
@@ -113,7 +114,7 @@ def _slab(data: np.ndarray, reader: Any, axis: int, count: int) -> np.ndarray:
 
 
 def _ndarray(reader: Any, path: str, cparams: dict[str, Any], progress: Progress) -> None:
-    import blosc2
+    blosc2 = require("blosc2", "Blosc2 conversions")
 
     shape, itemsize = reader.shape, reader.dtype.itemsize
     axis = -1 if reader.order == "F" else 0
@@ -137,7 +138,7 @@ def _ndarray(reader: Any, path: str, cparams: dict[str, Any], progress: Progress
 
 
 def _frame(reader: Any, path: str, cparams: dict[str, Any], progress: Progress) -> None:
-    import blosc2
+    blosc2 = require("blosc2", "Blosc2 conversions")
 
     chunk_size = reader.header.chunk_size if reader.nchunks else 1 << 20
     frame = blosc2.SChunk(chunksize=chunk_size, urlpath=path, mode="w", contiguous=True, cparams=cparams)
@@ -168,7 +169,7 @@ def from_bloscpack(source: Any, target: Any, storage_options: dict | None = None
 # --------------------------------------------------------------------------- back to bloscpack
 
 def _blosc_args(cparams: Any, typesize: int) -> dict[str, Any]:
-    import blosc2
+    blosc2 = require("blosc2", "Blosc2 conversions")
 
     codec = getattr(cparams, "codec", blosc2.Codec.ZSTD)
     filters = list(getattr(cparams, "filters", []))
@@ -195,7 +196,7 @@ def to_bloscpack(source: Any, target: Any, storage_options: dict | None = None, 
                  *, chunk_size: int | None = None) -> str:
     """Write a python-blosc2 ``.b2nd`` NDArray or ``.b2frame`` super-chunk (a local path: python-blosc2 opens it)
     as the bloscpack file ``target``, one Blosc2 chunk at a time through a spool map; returns the kind read."""
-    import blosc2
+    blosc2 = require("blosc2", "Blosc2 conversions")
 
     if storage_options or is_url(source):
         raise UnsupportedError(f"blosc2: {source} must be a local path (python-blosc2 opens files itself)")

@@ -23,6 +23,7 @@ import numpy as np
 
 from . import kastore
 from ._binary import release_pages
+from ._optional import require
 from ._sources import RemoteFile, is_remote, is_url, resolve
 from .errors import FormatError, Problem, UnsupportedError
 
@@ -218,7 +219,7 @@ def _spans(store: kastore.Store, keys: list[str], gap: int) -> list[tuple[int, i
 
 def _column_dict(store: kastore.Store, keys: list[str]) -> dict[str, Any]:
     """The keys as ``TableCollection.fromdict`` wants them (tables left out are empty, as skip_tables leaves them)."""
-    import tskit
+    tskit = require("tskit", "tree sequences")
 
     empty = tskit.TableCollection(1).asdict()
     data: dict[str, Any] = {"encoding_version": empty["encoding_version"]}
@@ -285,7 +286,7 @@ def _spooled(remote: RemoteFile, skip_reference_sequence: bool, threads: int) ->
     one copy less, but tskit keeps the GIL while it loads, so nothing could feed it.)"""
     import tempfile
 
-    import tskit
+    tskit = require("tskit", "tree sequences")
 
     memfd = getattr(os, "memfd_create", None)
     spool = io.open(memfd("arrayio-tskit"), "w+b") if memfd is not None else tempfile.TemporaryFile()
@@ -309,7 +310,7 @@ def load(target: Any, storage_options: dict | None = None, tables: Iterable[str]
     file mapped, a URL's runs of wanted keys fetched into memory) and hand them to
     ``TableCollection.fromdict``.
     """
-    import tskit
+    tskit = require("tskit", "tree sequences")
 
     remote = target if isinstance(target, RemoteFile) else \
         resolve(target, storage_options) if is_url(target) or is_remote(target) else None
@@ -440,7 +441,7 @@ def to_tszip(source: Any, target: Any, storage_options: dict | None = None,
 
 def from_tszip(source: Any, storage_options: dict | None = None, progress: Callable[[int], None] | None = None) -> Any:
     """The ``tskit.TreeSequence`` in a tszip file (path or URL, read in ranges), as ``tszip.decompress`` gives it."""
-    import tskit
+    tskit = require("tskit", "tree sequences")
 
     from . import tszip
 

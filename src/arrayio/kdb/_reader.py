@@ -27,6 +27,7 @@ from .._binary import Source
 from .._readers import ReaderBase
 from ..errors import FormatError, Problem
 from . import _images
+from ._batch_reads import BatchReads
 from ._codec import EpisodeMeta, decode_meta, decode_utf8, step_dtype, step_size
 from ._errors import (
     ERRORS,
@@ -256,8 +257,8 @@ class CameraFrames(Sequence[np.ndarray]):
         return f"<kdb CameraFrames {self.camera!r} of episode {self.images.position}: shape {self.shape}>"
 
 
-class KdbFile(ReaderBase):
-    """An open .kdb file: header, index (a structured view), episodes on demand.
+class KdbFile(ReaderBase, BatchReads):
+    """An open .kdb file: header, index (a structured view), episodes on demand, batched image reads.
 
     After ``close()`` every access raises ``FileClosedError``.
     """
