@@ -25,6 +25,7 @@ from . import kastore
 from ._binary import release_pages
 from ._optional import require
 from ._sources import RemoteFile, is_remote, is_url, resolve
+from ._text import value_lines
 from .errors import FormatError, Problem, UnsupportedError
 
 __all__ = ["FORMAT_NAME", "TABLES", "info", "load", "open", "validate", "entries", "cat", "check_tree_sequence"]
@@ -363,13 +364,14 @@ def entries(target: Any) -> list[dict[str, Any]]:
         return rows
 
 
-def cat(target: Any, name: str) -> Iterator[str]:
-    """The values of one key (``nodes/time``), one per line; a table name prints its columns' keys."""
+def cat(target: Any, name: str, numbers: bool = False) -> Iterator[str]:
+    """The values of one key (``nodes/time``), one per line, text keys as text unless ``numbers``;
+    a table name prints its columns' keys."""
     with _store(target, None) as store:
         if name in TABLES:
             yield from (key for key in store if key.startswith(name + "/"))
             return
-    yield from kastore.cat(target, name)
+        yield from value_lines(store[name], numbers)
 
 
 

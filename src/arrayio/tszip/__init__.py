@@ -47,9 +47,13 @@ def entries(target: Any) -> list[dict[str, Any]]:
     return entries_of(open, target)
 
 
-def cat(target: Any, name: str) -> Iterator[str]:
-    """The values of column ``name``, one per line, chunk by chunk."""
+def cat(target: Any, name: str, numbers: bool = False) -> Iterator[str]:
+    """The values of column ``name``, one per line, chunk by chunk; a byte column holding text prints as its
+    lines (read whole: text columns are schemas and short strings) unless ``numbers``."""
     with open(target) as reader:
         column = reader.columns[name]
+        if column.dtype.itemsize == 1 and column.dtype.kind in "iu" and not numbers:
+            yield from value_lines(reader[name])
+            return
         for index in range(column.nchunks):
-            yield from value_lines(reader.read_chunk(name, index))
+            yield from value_lines(reader.read_chunk(name, index), numbers=True)
