@@ -110,3 +110,16 @@ def test_cli_info_of_a_url(serve, cli):
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["tables"]["edges"]["rows"] > 1000
     assert counts.total()[0] <= 4
+
+
+def test_an_object_replaced_while_loading_is_named_not_mixed(request, files):
+    from arrayio import RemoteFile
+    from arrayio.errors import ObjectChangedError
+
+    server = request.getfixturevalue("http_server")
+    url = server.put("w23-replaced.trees", files["trees"].read_bytes())
+    remote = RemoteFile(url)
+    assert remote.size == files["trees"].stat().st_size  # opened: size and ETag learned
+    server.put("w23-replaced.trees", files["trees"].read_bytes()[::-1])  # same size, other bytes and ETag
+    with pytest.raises(ObjectChangedError, match="changed"):
+        arrayio_tskit.load(remote)
