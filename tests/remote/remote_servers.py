@@ -5,6 +5,9 @@ installed, behind a counting relay."""
 
 from __future__ import annotations
 
+import base64
+import datetime
+import email.utils
 import hashlib
 import http.client
 import os
@@ -16,6 +19,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import unquote
 
 from moto.moto_server.werkzeug_app import (
     DomainDispatcherApplication,
@@ -192,7 +196,8 @@ class CountingGcsServer(LoopbackServer):
 
     The emulator's own server handles one connection at a time; its request handler is served here by a
     threading server instead, so concurrent range reads do not queue. Every request counts; only media
-    downloads (``alt=media``) count body bytes, as a HEAD would carry none for the metadata requests."""
+    downloads (``alt=media`` in the JSON API, any GET of the XML API that obstore speaks) count body bytes,
+    as a HEAD would carry none for the metadata requests."""
 
     def __init__(self) -> None:
         from gcp_storage_emulator.server import RequestHandler
@@ -206,19 +211,61 @@ class CountingGcsServer(LoopbackServer):
             def __init__(self, *args: object) -> None:
                 super().__init__(storage, *args)
 
+            def parse_request(self) -> bool:
+                parsed = super().parse_request()
+                # obstore speaks the XML API (GET /bucket/object), percent-encoding even "-" and ".": real GCS
+                # decodes the path, the emulator matches it raw. JSON API paths keep "%2F" in object names.
+                self.xml_api = not self.path.startswith(("/storage/", "/upload/", "/download/", "/b/", "/batch"))
+                if self.xml_api:
+                    path, mark, query = self.path.partition("?")
+                    self.path = unquote(path) + mark + query
+                return parsed
+
+            def do_HEAD(self) -> None:
+                """The XML API's HEAD of an object (obstore asks it when a range GET fails: an empty object);
+                the emulator has none."""
+                if not self.xml_api:
+                    super().do_HEAD()
+                    return
+                bucket, _, name = self.path.split("?")[0].lstrip("/").partition("/")
+                try:
+                    meta = storage.get_file_obj(bucket, name)
+                except Exception:  # noqa: BLE001 - the emulator's NotFound
+                    self.send_response(404)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                self.send_response(200)
+                self.send_header("Content-Length", str(meta["size"]))
+                self.end_headers()
+
             def send_response(self, code: int, message: str | None = None) -> None:
                 self.media_bytes = 0
                 super().send_response(code, message)
 
             def send_header(self, keyword: str, value: str) -> None:
-                if keyword.lower() == "content-length" and "alt=media" in self.path:
+                if keyword.lower() == "content-length" and ("alt=media" in self.path or self.xml_api):
                     self.media_bytes = int(value)
                 super().send_header(keyword, value)
 
             def end_headers(self) -> None:
                 # Counted before the body goes out, so a client that has its answer sees it counted.
                 counts.add(self.path.split("?")[0], self.media_bytes if self.command == "GET" else 0)
+                if self.xml_api and self.command in ("GET", "HEAD"):
+                    self._last_modified()
                 super().end_headers()
+
+            def _last_modified(self) -> None:
+                """Real GCS sends Last-Modified and ETag (the MD5 in hex) with every XML API download, and
+                obstore requires them; the emulator does not: they are added here from the object's metadata."""
+                bucket, _, name = self.path.split("?")[0].lstrip("/").partition("/")
+                try:
+                    meta = storage.get_file_obj(bucket, name)
+                except Exception:  # noqa: BLE001 - no such object: the emulator's answer stands
+                    return
+                moment = datetime.datetime.fromisoformat(meta["updated"].replace("Z", "+00:00"))
+                super().send_header("Last-Modified", email.utils.format_datetime(moment, usegmt=True))
+                super().send_header("ETag", '"' + base64.b64decode(meta["md5Hash"]).hex() + '"')
 
         self._serve(Handler)
 

@@ -12,10 +12,10 @@ class _BlockCache:
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self.held = 0
-        self._extents: OrderedDict[int, bytes] = OrderedDict()
+        self._extents: OrderedDict[int, bytes | bytearray] = OrderedDict()
         self._starts: list[int] = []
 
-    def _containing(self, offset: int) -> tuple[int, bytes] | None:
+    def _containing(self, offset: int) -> tuple[int, bytes | bytearray] | None:
         index = bisect.bisect_right(self._starts, offset) - 1
         # Extents may overlap, so a few earlier ones can also hold the offset.
         for position in range(index, max(index - 4, -1), -1):
@@ -39,7 +39,7 @@ class _BlockCache:
         """True when one extent holds all of ``[offset, offset + length)``."""
         return self.lookup(offset, length)[1] == length
 
-    def add(self, start: int, data: bytes) -> None:
+    def add(self, start: int, data: bytes | bytearray) -> None:
         """Keep ``data`` fetched at ``start`` (not when it alone exceeds the capacity)."""
         if len(data) > self.capacity or not data:
             return

@@ -9,19 +9,26 @@ learn where their bytes come from.
 
 from __future__ import annotations
 
+import bisect
 import io
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from .._binary import Source
-from ..errors import ErrorKinds, ObjectChangedError
+from ..errors import ErrorKinds, ObjectChangedError, UnsupportedError
 from ._cache import _BlockCache
-from ._transports import _fsspec_file, _open_file, _transport
+from ._http import _HTTPTransport
+from ._obstore import obstore_transport
+from ._settings import split_options
+from ._transports import _fsspec_file, _FsspecTransport, _GCSTransport, _open_file, _S3Transport
 
 DEFAULT_READAHEAD = 64 << 10
 DEFAULT_CACHE_BYTES = 32 << 20
+# Ranges of one batch (fetch_ranges, prefetch) at most this far apart go out as one request.
+COALESCE_GAP = 64 << 10
 
 
 @dataclass
@@ -39,43 +46,88 @@ class SourceStats:
 
 
 class RemoteFile:
-    """One remote object read in byte ranges through fsspec, with a bounded cache and request counts.
+    """One remote object read in byte ranges, with a bounded cache and request counts.
 
-    ``target`` is a URL (with ``storage_options`` for its filesystem) or an
-    open fsspec file. Nothing is sent until the first read; that request
-    fetches ``readahead`` bytes from the start and learns the object's size
-    and ETag, and every later response must agree with them.
+    ``target`` is a URL (with ``storage_options`` for its backend) or an
+    open fsspec file. ``s3://``, ``gs://``, ``az://`` and ``http(s)://`` URLs
+    go through obstore when it is installed and the options map to it, every
+    other target through fsspec (``storage_options={"client": ...}`` chooses;
+    ``self.client`` says which). Nothing is sent until the first read; that
+    request fetches ``readahead`` bytes from the start and learns the
+    object's size and ETag, and every later response must agree with them.
+    Reads above ``part_bytes`` go out as ranged GETs of that size,
+    ``concurrency`` at a time (both ``storage_options`` keys).
     """
 
     def __init__(self, target: Any, storage_options: dict | None = None, *,
                  cache_bytes: int = DEFAULT_CACHE_BYTES, readahead: int = DEFAULT_READAHEAD,
                  size: int | None = None, etag: str | None = None) -> None:
-        import fsspec
-
         self.storage_options = dict(storage_options or {})
-        if _open_file(target):
-            fs, path = target.fs, target.path
-            self.url = target.full_name if hasattr(target, "full_name") else path
-        elif _fsspec_file(target):
-            fs, path = target.fs, target.path
-            self.url = fs.unstrip_protocol(path) if hasattr(fs, "unstrip_protocol") else str(path)
-            details = getattr(target, "details", None) or {}
-            size = size if size is not None else getattr(target, "size", None)
-            etag = etag or details.get("ETag") or details.get("etag")
+        self.settings, self._backend_options = split_options(self.storage_options)
+        self._fs: Any = None
+        self._path = ""
+        transport: Any = None
+        if _open_file(target) or _fsspec_file(target):
+            if self.settings.client == "obstore":
+                raise UnsupportedError("an open fsspec file is read through its own filesystem, not obstore")
+            self._fs, self._path = target.fs, target.path
+            if _open_file(target):
+                self.url = target.full_name if hasattr(target, "full_name") else target.path
+            else:
+                fs = target.fs
+                self.url = fs.unstrip_protocol(target.path) if hasattr(fs, "unstrip_protocol") else str(target.path)
+                details = getattr(target, "details", None) or {}
+                size = size if size is not None else getattr(target, "size", None)
+                etag = etag or details.get("ETag") or details.get("etag")
         elif isinstance(target, str):  # a URL: resolve() decided that
-            fs, path = fsspec.core.url_to_fs(target, **self.storage_options)
             self.url = target
+            transport = obstore_transport(target, self._backend_options, self.settings)
         else:
             raise TypeError(f"expected a URL or an fsspec file, got {type(target).__name__}")
-        self.fs = fs
-        self.path = path
+        self.client = "obstore" if transport is not None else "fsspec"
         self.readahead = int(readahead)
         self.stats = SourceStats()
-        self._transport = _transport(fs, path, self.url)
+        self._transport = transport if transport is not None else self._fsspec_transport()
         self._cache = _BlockCache(int(cache_bytes))
         self._lock = threading.Lock()
         self._size = None if size is None else int(size)
         self._etag = etag
+
+    def _fsspec_transport(self) -> Any:
+        fs, path = self.fs, self.path
+        protocols = {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
+        if protocols & {"http", "https"}:
+            return _HTTPTransport(fs, path, self.settings)
+        if protocols & {"s3", "s3a"} and hasattr(fs, "_call_s3"):
+            return _S3Transport(fs, path, self.url)
+        if protocols & {"gs", "gcs"} and hasattr(fs, "_call") and hasattr(fs, "url"):
+            return _GCSTransport(fs, path, self.url)
+        return _FsspecTransport(fs, path, self.url)
+
+    def _filesystem(self) -> None:
+        import fsspec
+
+        options = dict(self._backend_options)
+        if self.url.partition("://")[0].lower() in ("s3", "s3a"):  # botocore's own timeouts, when not given
+            config = dict(options.get("config_kwargs") or {})
+            config.setdefault("connect_timeout", self.settings.connect_timeout)
+            config.setdefault("read_timeout", self.settings.read_timeout)
+            options["config_kwargs"] = config
+        self._fs, self._path = fsspec.core.url_to_fs(self.url, **options)
+
+    @property
+    def fs(self) -> Any:
+        """The object's fsspec filesystem (made on first use: the obstore transport needs none)."""
+        if self._fs is None:
+            self._filesystem()
+        return self._fs
+
+    @property
+    def path(self) -> str:
+        """The object's path in its fsspec filesystem."""
+        if self._fs is None:
+            self._filesystem()
+        return self._path
 
     def __repr__(self) -> str:
         return f"RemoteFile({self.url!r})"
@@ -111,25 +163,39 @@ class RemoteFile:
         """The cache's bound in bytes."""
         return self._cache.capacity
 
-    def _request(self, start: int, stop: int) -> bytes:
+    def _request(self, start: int, stop: int) -> bytes | bytearray:
+        """``[start, stop)``: one request, or parts of ``part_bytes`` fetched concurrently into one buffer."""
+        part = self.settings.part_bytes
+        if stop - start <= part or self._size is None:
+            return self._request_one(start, stop)
+        stop = min(stop, self._size)
+        buffer = bytearray(max(0, stop - start))
+
+        def fetch(piece: int) -> None:
+            end = min(stop, piece + part)
+            buffer[piece - start:end - start] = self._request_one(piece, end)
+
+        _concurrently(fetch, range(start, stop, part), self.settings.concurrency)
+        return buffer
+
+    def _request_one(self, start: int, stop: int) -> bytes | bytearray:
         """One request for ``[start, stop)``, checked against what the object was at open."""
         with self._lock:
             self.stats.requests += 1
         response = self._transport.get(start, stop)
         with self._lock:
             self.stats.bytes_fetched += len(response.data)
-        if self._size is None:
-            self._size = response.size if response.size is not None else len(response.data)
-            self._etag = response.etag
-        else:
-            changed = []
-            if response.size is not None and response.size != self._size:
-                changed.append(f"size {self._size} -> {response.size}")
-            if self._etag and response.etag and response.etag != self._etag:
-                changed.append(f"ETag {self._etag} -> {response.etag}")
-            if changed:
-                raise ObjectChangedError(f"{self.url}: the object changed after it was opened "
-                                         f"({', '.join(changed)}); reopen it to read the new version")
+            if self._size is None:
+                self._size = response.size if response.size is not None else len(response.data)
+                self._etag = response.etag
+        changed = []
+        if response.size is not None and response.size != self._size:
+            changed.append(f"size {self._size} -> {response.size}")
+        if self._etag and response.etag and response.etag != self._etag:
+            changed.append(f"ETag {self._etag} -> {response.etag}")
+        if changed:
+            raise ObjectChangedError(f"{self.url}: the object changed after it was opened "
+                                     f"({', '.join(changed)}); reopen it to read the new version")
         wanted = max(0, min(stop, self._size) - start)
         if len(response.data) < wanted:
             raise ObjectChangedError(f"{self.url}: asked for bytes {start}..{start + wanted}, received "
@@ -137,7 +203,7 @@ class RemoteFile:
         return response.data[:wanted] if len(response.data) > wanted else response.data
 
     def read(self, offset: int, length: int) -> memoryview:
-        """``length`` bytes at ``offset`` (the caller checked the range against ``size``).
+        """``length`` bytes at ``offset`` (the caller checked the range against ``size``), read-only.
 
         A cached prefix is reused and only the rest fetched; a read shorter
         than the read-ahead fetches a read-ahead block, so the small reads
@@ -149,7 +215,7 @@ class RemoteFile:
         with self._lock:
             cached, count = self._cache.lookup(offset, length)
             if count == length:
-                return cached
+                return cached.toreadonly()
             prefix = bytes(cached)
         start = offset + count
         stop = offset + length
@@ -160,35 +226,57 @@ class RemoteFile:
             data = prefix + data
         with self._lock:
             self._cache.add(offset, data)
-        return memoryview(data)[:length]
+        return memoryview(data)[:length].toreadonly()
+
+    def read_many(self, ranges: Sequence[tuple[int, int]], gap: int = COALESCE_GAP) -> list[memoryview]:
+        """The bytes of many ``(offset, length)`` ranges, read-only, in the order given: ranges at most ``gap``
+        apart fetched as one request, the requests sent concurrently (``concurrency`` at a time), nothing cached."""
+        spans = _coalesce(ranges, gap)
+        size = self.size
+        fetched: dict[int, bytes | bytearray] = {}
+
+        def fetch(span: tuple[int, int]) -> None:
+            start, stop = span
+            with self._lock:
+                cached, count = self._cache.lookup(start, stop - start)
+            fetched[start] = bytes(cached) if count == stop - start else self._request(start, min(stop, size))
+
+        _concurrently(fetch, spans, self.settings.concurrency)
+        starts = [start for start, _stop in spans]
+        views = []
+        for offset, length in ranges:
+            if length <= 0:
+                views.append(memoryview(b""))
+                continue
+            start = starts[bisect.bisect_right(starts, offset) - 1]
+            views.append(memoryview(fetched[start])[offset - start:offset - start + length].toreadonly())
+        return views
 
     def prefetch(self, ranges: Iterable[tuple[int, int]], gap: int = 0) -> None:
-        """Fetch ``(offset, length)`` ranges into the cache, ranges at most ``gap`` apart joined into one request."""
-        spans = sorted((offset, offset + length) for offset, length in ranges if length > 0)
-        merged: list[list[int]] = []
-        for start, stop in spans:
-            if merged and start <= merged[-1][1] + gap:
-                merged[-1][1] = max(merged[-1][1], stop)
-            else:
-                merged.append([start, stop])
+        """Fetch ``(offset, length)`` ranges into the cache: ranges at most ``gap`` apart joined into one
+        request, the requests sent concurrently, at most half the cache in all (the rest is read on demand:
+        more would evict itself before it is read)."""
         size = self.size
         step = max(1, self._cache.capacity // 2)
-        # More than half the cache would evict itself before it is read: the rest is read on demand.
         budget = step
-        for start, stop in merged:
-            stop = min(stop, start + budget)
+        pieces = []
+        for start, stop in _coalesce(list(ranges), gap):
+            stop = min(stop, start + budget, size)
             budget -= max(0, stop - start)
             if stop <= start:
                 break
-            stop = min(stop, size)
             for piece in range(start, stop, step):
                 end = min(stop, piece + step)
                 with self._lock:
-                    if self._cache.covers(piece, end - piece):
-                        continue
-                data = self._request(piece, end)
-                with self._lock:
-                    self._cache.add(piece, data)
+                    if not self._cache.covers(piece, end - piece):
+                        pieces.append((piece, end))
+
+        def fetch(piece: tuple[int, int]) -> None:
+            data = self._request(*piece)
+            with self._lock:
+                self._cache.add(piece[0], data)
+
+        _concurrently(fetch, pieces, self.settings.concurrency)
 
     def open(self) -> BinaryIO:
         """A seekable binary file object reading through this object's cache (for stream-based readers)."""
@@ -198,6 +286,29 @@ class RemoteFile:
         """Drop the cached bytes (the object stays readable; later reads fetch again)."""
         with self._lock:
             self._cache.clear()
+
+
+def _coalesce(ranges: Iterable[tuple[int, int]], gap: int) -> list[tuple[int, int]]:
+    """Sorted ``(start, stop)`` spans covering the ``(offset, length)`` ranges, those ``gap`` apart joined."""
+    merged: list[list[int]] = []
+    for start, stop in sorted((offset, offset + length) for offset, length in ranges if length > 0):
+        if merged and start <= merged[-1][1] + gap:
+            merged[-1][1] = max(merged[-1][1], stop)
+        else:
+            merged.append([start, stop])
+    return [(start, stop) for start, stop in merged]
+
+
+def _concurrently(call: Callable[[Any], None], items: Iterable[Any], concurrency: int) -> None:
+    """``call(item)`` for every item, ``concurrency`` at a time; the first error is raised."""
+    items = list(items)
+    if len(items) <= 1 or concurrency <= 1:
+        for item in items:
+            call(item)
+        return
+    with ThreadPoolExecutor(min(concurrency, len(items)), thread_name_prefix="arrayio-fetch") as pool:
+        for future in [pool.submit(call, item) for item in items]:
+            future.result()
 
 
 class _RemoteReader(io.RawIOBase):

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 from ..errors import RemoteError
 
 _CONTENT_RANGE = re.compile(r"bytes\s+(?:\d+-\d+|\*)/(\d+)")
+_ANSWERED_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+)$")
 
 
 def _fsspec_file(target: Any) -> bool:
@@ -33,7 +34,7 @@ def _open_file(target: Any) -> bool:
 
 
 class _Response(NamedTuple):
-    data: bytes
+    data: bytes | bytearray
     size: int | None   # the object's total size, when the response says it
     etag: str | None
 
@@ -72,42 +73,36 @@ class _AsyncTransport(abc.ABC):
             raise RemoteError(f"{self.url}: cannot read ({type(error).__name__}: {error})") from None
 
 
-class _HTTPTransport(_AsyncTransport):
-    """Ranged GETs through the aiohttp session of an fsspec HTTPFileSystem."""
-
-    def __init__(self, fs: Any, url: str) -> None:
-        self.fs = fs
-        self.url = url
-
-    async def _get(self, start: int, stop: int) -> _Response:
-        import aiohttp
-
-        options = dict(self.fs.kwargs)
-        headers = dict(options.pop("headers", None) or {})
-        headers["Range"] = f"bytes={start}-{stop - 1}"
-        try:
-            session = await self.fs.set_session()
-            async with session.get(self.fs.encode_url(self.url), headers=headers, **options) as response:
-                status, reply = response.status, response.headers
-                if status == 404:
-                    raise FileNotFoundError(errno.ENOENT, "no such object (HTTP 404)", self.url)
-                etag = reply.get("ETag")
-                total = _total_size(reply.get("Content-Range"))
-                if status == 416:  # nothing at start: an empty object, or a range past its end
-                    return _Response(b"", total, etag)
-                if status >= 400:
-                    raise RemoteError(f"{self.url}: HTTP {status} {response.reason}")
-                data = await response.read()
-        except (aiohttp.ClientError, TimeoutError) as error:
-            raise RemoteError(f"{self.url}: cannot read ({type(error).__name__}: {error})") from None
-        if status != 206:  # the server ignored the range and sent the whole object
-            return _Response(data[start:stop], len(data), etag)
-        return _Response(data, total, etag)
-
-
-def _total_size(content_range: str | None) -> int | None:
+def total_size(content_range: str | None) -> int | None:
+    """The object's size from a ``Content-Range`` header (``bytes a-b/N`` or ``bytes */N``), else None."""
     match = _CONTENT_RANGE.match(content_range or "")
     return int(match.group(1)) if match else None
+
+
+def content_range(header: str | None) -> tuple[int, int, int] | None:
+    """(first, last, total) of a ``Content-Range: bytes first-last/total`` header, else None."""
+    match = _ANSWERED_RANGE.match((header or "").strip())
+    return None if match is None else (int(match.group(1)), int(match.group(2)), int(match.group(3)))
+
+
+def check_answered_range(url: str, start: int, stop: int,
+                         answered: tuple[int, int, int] | None) -> tuple[int, int, int]:
+    """The (first, last, total) a 206 answered, when it is the range asked for (``stop`` clipped to the end)."""
+    if answered is None:
+        raise RemoteError(f"{url}: a partial answer without a valid Content-Range (asked for bytes "
+                          f"{start}..{stop - 1})")
+    first, last, total = answered
+    if first != start or last + 1 != min(stop, total) or last < first:
+        raise RemoteError(f"{url}: asked for bytes {start}..{min(stop, total) - 1}, the server answered bytes "
+                          f"{first}..{last} of {total}; refusing a range other than the one asked")
+    return answered
+
+
+def refuse_encoding(url: str, encoding: str | None) -> None:
+    """Refuse a compressed body: its decoded size is unbounded by the range asked for."""
+    if encoding and encoding.strip().lower() not in ("identity", ""):
+        raise RemoteError(f"{url}: the server sent a body with Content-Encoding {encoding} though identity "
+                          f"was asked for; refused (a compressed body's decoded size is not bounded)")
 
 
 def _range_not_satisfiable(error: Exception) -> bool:
@@ -139,11 +134,18 @@ class _S3Transport(_AsyncTransport):
         if isinstance(response, _Response):
             return response
         try:
+            refuse_encoding(self.url, response.get("ContentEncoding"))
+            answered = content_range(response.get("ContentRange"))
+            if answered is None and start == 0 and int(response.get("ContentLength", stop + 1)) <= stop:
+                answered = (0, int(response["ContentLength"]) - 1, int(response["ContentLength"]))
+            first, last, total = check_answered_range(self.url, start, stop, answered)
+            if int(response.get("ContentLength", -1)) != last + 1 - first:
+                raise RemoteError(f"{self.url}: the server announces a body of {response.get('ContentLength')} "
+                                  f"bytes for a range of {last + 1 - first}")
             data = await response["Body"].read()
         finally:
             response["Body"].close()
-        total = _total_size(response.get("ContentRange"))
-        return _Response(data, total if total is not None else len(data), response.get("ETag"))
+        return _Response(data, total, response.get("ETag"))
 
 
 class _GCSTransport(_AsyncTransport):
@@ -176,7 +178,11 @@ class _GCSTransport(_AsyncTransport):
         if isinstance(answer, _Response):
             return answer
         reply, data = answer
-        total = _total_size(reply.get("Content-Range"))
+        refuse_encoding(self.url, reply.get("Content-Encoding"))
+        answered = content_range(reply.get("Content-Range"))
+        if answered is not None:
+            check_answered_range(self.url, start, stop, answered)
+        total = answered[2] if answered is not None else None
         # The generation names one version of the object; GCS sends it with every media response.
         version = reply.get("x-goog-generation") or reply.get("ETag")
         return _Response(data, total if total is not None else len(data), version)
@@ -207,15 +213,3 @@ class _FsspecTransport:
             return _Response(self.fs.cat_file(self.path, start=start, end=stop), None, None)
         except FileNotFoundError:
             raise FileNotFoundError(errno.ENOENT, "no such object", self.url) from None
-
-
-def _transport(fs: Any, path: str, url: str) -> Any:
-    protocols = {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
-    if protocols & {"http", "https"}:
-        return _HTTPTransport(fs, path)
-    if protocols & {"s3", "s3a"} and hasattr(fs, "_call_s3"):
-        return _S3Transport(fs, path, url)
-    if protocols & {"gs", "gcs"} and hasattr(fs, "_call") and hasattr(fs, "url"):
-        return _GCSTransport(fs, path, url)
-    return _FsspecTransport(fs, path, url)
-
