@@ -29,7 +29,8 @@ class HostileServer(LoopbackServer):
     /ignore-range/... 200 and a body of CLAIMED bytes, whatever the Range
     /long-206/...     206 with the asked Content-Range but CLAIMED body bytes
     /shifted/...      206 of the same length, 1000 bytes later than asked, Content-Range saying so
-    /gzip/...         the asked range, gzip-compressed, with a bomb appended (Content-Encoding: gzip)
+    /gzip/...         when the client accepts gzip: the asked range with a 64 MiB bomb appended, compressed
+    /gzip-always/...  the same, whatever the client accepts
     /redirect/...     302 to the same path on ``redirect_to`` (another port: another origin)
     /local-redirect/... 302 to /honest/... on this server (the same origin)
     /slow/...         206 headers, then one body byte every 2 s
@@ -102,6 +103,9 @@ class HostileServer(LoopbackServer):
                 if "gzip" not in (self.headers.get("Accept-Encoding") or ""):
                     self._honest(start, last, body, total)
                     return
+                self._gzip_always(start, last, body, total)
+
+            def _gzip_always(self, start: int, last: int, body: bytes, total: int) -> None:
                 packed = gzip.compress(body + bytes(64 << 20), compresslevel=9)
                 self._head(206, {"Content-Range": f"bytes {start}-{last}/{total}", "Content-Length": len(packed),
                                  "Content-Encoding": "gzip", "ETag": '"v1"'})

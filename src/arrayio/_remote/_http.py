@@ -48,11 +48,11 @@ class _HTTPTransport(_AsyncTransport):
         return aiohttp.ClientTimeout(total=self.settings.timeout, sock_connect=self.settings.connect_timeout,
                                      sock_read=self.settings.read_timeout)
 
-    def _follow(self, current: str, location: str | None) -> str:
+    def _follow(self, current: Any, location: str | None) -> str:
         """The URL a redirect leads to, when it may be followed."""
         if not location:
             raise RemoteError(f"{self.url}: redirect without a Location")
-        target = urljoin(current, location)
+        target = urljoin(str(current), location)
         if _origin(target) != _origin(self.url) and not self.settings.cross_origin_redirects:
             raise RemoteError(f"{self.url}: the server redirects to another origin ({target}); not followed, "
                               f"since the request's headers could carry credentials "

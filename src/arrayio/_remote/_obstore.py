@@ -14,8 +14,8 @@ the length asked, and connect, read and whole-request timeouts apply.
 from __future__ import annotations
 
 import errno
-import os
 import importlib.util
+import os
 import threading
 from datetime import timedelta
 from typing import Any

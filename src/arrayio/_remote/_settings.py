@@ -6,17 +6,21 @@ or obstore's store), so one ``storage_options`` dict serves both clients.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, fields
 from typing import Any
 
 CLIENTS = ("obstore", "fsspec")
+# The process-wide choice of client, where storage_options name none (a deployment, a test run).
+CLIENT_VARIABLE = "ARRAYIO_REMOTE_CLIENT"
 
 
 @dataclass(frozen=True)
 class TransportSettings:
     """How a remote object is fetched; each field is a ``storage_options`` key of the same name."""
 
-    client: str | None = None            # "obstore" or "fsspec"; None: obstore where it can serve the URL
+    client: str | None = None            # "obstore" or "fsspec"; None: $ARRAYIO_REMOTE_CLIENT, else obstore
+    #                                      where it can serve the URL
     connect_timeout: float = 10.0        # seconds to open a connection
     read_timeout: float = 30.0           # seconds without a byte arriving before a request is given up
     timeout: float | None = None         # seconds for a whole request (None: no limit beyond the two above)
@@ -43,4 +47,6 @@ def split_options(storage_options: dict | None) -> tuple[TransportSettings, dict
     """(arrayio's transport settings, the options left for the backend) of a ``storage_options`` dict."""
     options = dict(storage_options or {})
     ours = {key: options.pop(key) for key in list(options) if key in _KEYS}
+    if ours.get("client") is None and os.environ.get(CLIENT_VARIABLE):
+        ours["client"] = os.environ[CLIENT_VARIABLE]
     return TransportSettings(**ours), options
