@@ -31,14 +31,17 @@ class ObjectStore:
     put: Callable[[str, bytes], str]  # upload bytes under a name; returns the object's URL
 
 
-# Every remote test runs once per client (obstore, fsspec) unless its module narrows REMOTE_CLIENTS.
+# Every remote test runs once per client (obstore, fsspec) unless its module narrows REMOTE_CLIENTS or it is
+# marked one_client (slow tests where the client adds nothing: CLI subprocesses, clusters).
 REMOTE_CLIENTS = ("obstore", "fsspec")
 
 
 def pytest_generate_tests(metafunc):
     if "remote_client" in metafunc.fixturenames:
         clients = getattr(metafunc.module, "REMOTE_CLIENTS", REMOTE_CLIENTS)
-        metafunc.parametrize("remote_client", clients, scope="function")
+        if metafunc.definition.get_closest_marker("one_client"):
+            clients = clients[:1]
+        metafunc.parametrize("remote_client", clients, indirect=True, scope="function")
 
 
 @pytest.fixture(autouse=True)

@@ -88,6 +88,10 @@ class RangeServer(LoopbackServer):
         self.objects: dict[str, bytes] = {}
         self.etags: dict[str, str] = {}
         self.counts = Counts()
+        self.delay = 0.0       # seconds each GET waits before answering (so concurrent requests overlap)
+        self.in_flight = 0     # GETs being answered now
+        self.peak = 0          # the most GETs answered at once since the last reset_peak()
+        self._flight_lock = threading.Lock()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -112,6 +116,17 @@ class RangeServer(LoopbackServer):
                     self._reply(200, b"", {"Content-Length": str(len(data)), "ETag": etag}, head=True, length=len(data))
 
             def do_GET(self) -> None:
+                with server._flight_lock:
+                    server.in_flight += 1
+                    server.peak = max(server.peak, server.in_flight)
+                try:
+                    time.sleep(server.delay)
+                    self._get()
+                finally:
+                    with server._flight_lock:
+                        server.in_flight -= 1
+
+            def _get(self) -> None:
                 data = self._object()
                 if data is None:
                     server.counts.add(self.path, 0)
@@ -150,6 +165,11 @@ class RangeServer(LoopbackServer):
                     self.wfile.write(body)
 
         self._serve(Handler)
+
+    def reset_peak(self) -> None:
+        """Start measuring the most GETs answered at once again."""
+        with self._flight_lock:
+            self.peak = self.in_flight
 
     def put(self, name: str, data: bytes) -> str:
         """Serve ``data`` (bytes, or an mmap for big objects) at /name; returns its URL."""

@@ -51,7 +51,9 @@ def test_an_answer_longer_than_asked_is_not_read(hostile, mode):
     server, _other = hostile
     server.sent = 0
     started = time.monotonic()
-    with pytest.raises(arrayio.RemoteError, match=f"{mode}/data.kas"):
+    # Refused (a 206 past its length; a 200 to a read past byte 0), or its first bytes, all that is read of
+    # a 200 to the first read, are not a kastore file.
+    with pytest.raises((arrayio.RemoteError, arrayio.FormatError)):
         _read_big_key(server.url_of(mode))
     assert server.sent < INTAKE_BOUND  # the server offered 4 GiB and would write 256 MiB before giving up
     assert time.monotonic() - started < 10

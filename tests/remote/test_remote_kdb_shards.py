@@ -99,6 +99,7 @@ def test_http_globs_are_refused_because_http_cannot_be_listed(http_server, shard
     assert len(FrameDataset(url, image_format="uint8")) == 9
 
 
+@pytest.mark.one_client  # CLI subprocesses: slow, and the listing and reads are tested with both clients above
 def test_kdb_stats_and_merge_verbs_take_an_s3_glob(cli, s3_server, s3_put, s3_options, shard_bytes, monkeypatch,
                                                    tmp_path):
     for number in range(3):

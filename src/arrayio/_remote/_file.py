@@ -17,6 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
+import numpy as np
+
 from .._binary import Source
 from ..errors import ErrorKinds, ObjectChangedError, UnsupportedError
 from ._cache import _BlockCache
@@ -170,10 +172,12 @@ class RemoteFile:
             return self._request_one(start, stop)
         stop = min(stop, self._size)
         buffer = bytearray(max(0, stop - start))
+        # numpy copies without holding the GIL, so the parts land in the buffer in parallel too.
+        target = np.frombuffer(buffer, np.uint8)
 
         def fetch(piece: int) -> None:
             end = min(stop, piece + part)
-            buffer[piece - start:end - start] = self._request_one(piece, end)
+            target[piece - start:end - start] = np.frombuffer(self._request_one(piece, end), np.uint8)
 
         _concurrently(fetch, range(start, stop, part), self.settings.concurrency)
         return buffer
@@ -378,3 +382,18 @@ class RemoteSource(Source):
             self.remote.release()
         super().close()
 
+
+def fetch_ranges(source: Source, ranges: Sequence[tuple[int, int]], what: str = "range") -> list[memoryview]:
+    """The bytes of many ``(offset, length)`` ranges of any Source, bounds-checked, in the order given.
+
+    A remote source joins neighbouring ranges and sends the requests
+    concurrently (``RemoteFile.read_many``); a local one returns views of its
+    map. What a dask task or a batch of chunks or frames calls for its bytes.
+    """
+    for offset, length in ranges:
+        source.check(offset, length, what)
+    if isinstance(source, RemoteSource):
+        if source.closed:
+            raise ValueError("I/O operation on a closed source")
+        return source.remote.read_many(ranges)
+    return [source.view(offset, length, what) for offset, length in ranges]

@@ -22,7 +22,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from ..errors import RemoteError, UnsupportedError
-from ._settings import TransportSettings
+from ._settings import TransportSettings, preferred_client
 from ._transports import _Response, check_answered_range
 
 SCHEMES = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss", "http", "https"})
@@ -162,9 +162,9 @@ def _store_and_path(url: str, options: dict, settings: TransportSettings) -> tup
 
 def obstore_transport(url: str, options: dict, settings: TransportSettings) -> _ObstoreTransport | None:
     """An obstore transport for ``url``, or None when the fsspec transport should read it."""
-    if settings.client == "fsspec":
+    if preferred_client(settings) == "fsspec":
         return None
-    asked = settings.client == "obstore"
+    asked = settings.client == "obstore"  # by name: a URL obstore cannot read is an error, not a fallback
     scheme = url.partition("://")[0].lower()
     reason = ""
     if not available():

@@ -19,8 +19,7 @@ CLIENT_VARIABLE = "ARRAYIO_REMOTE_CLIENT"
 class TransportSettings:
     """How a remote object is fetched; each field is a ``storage_options`` key of the same name."""
 
-    client: str | None = None            # "obstore" or "fsspec"; None: $ARRAYIO_REMOTE_CLIENT, else obstore
-    #                                      where it can serve the URL
+    client: str | None = None            # "obstore" or "fsspec"; None: preferred_client()
     connect_timeout: float = 10.0        # seconds to open a connection
     read_timeout: float = 30.0           # seconds without a byte arriving before a request is given up
     timeout: float | None = None         # seconds for a whole request (None: no limit beyond the two above)
@@ -40,6 +39,14 @@ class TransportSettings:
                              f"expected positive integers")
 
 
+def preferred_client(settings: TransportSettings) -> str:
+    """The client asked for: by ``storage_options``, else by $ARRAYIO_REMOTE_CLIENT, else obstore (where it can)."""
+    choice = settings.client or os.environ.get(CLIENT_VARIABLE) or "obstore"
+    if choice not in CLIENTS:
+        raise ValueError(f"${CLIENT_VARIABLE}={choice!r}: expected one of {', '.join(CLIENTS)}")
+    return choice
+
+
 _KEYS = frozenset(field.name for field in fields(TransportSettings))
 
 
@@ -47,6 +54,4 @@ def split_options(storage_options: dict | None) -> tuple[TransportSettings, dict
     """(arrayio's transport settings, the options left for the backend) of a ``storage_options`` dict."""
     options = dict(storage_options or {})
     ours = {key: options.pop(key) for key in list(options) if key in _KEYS}
-    if ours.get("client") is None and os.environ.get(CLIENT_VARIABLE):
-        ours["client"] = os.environ[CLIENT_VARIABLE]
     return TransportSettings(**ours), options
