@@ -10,9 +10,8 @@ import gzip
 import re
 import threading
 import time
-from http.server import BaseHTTPRequestHandler
 
-from remote_servers import LoopbackServer
+from remote_servers import LoopbackServer, QuietHandler
 
 _RANGE = re.compile(r"bytes=(\d+)-(\d+)$")
 # What a huge answer claims, and what the server writes at most before giving up on the client.
@@ -44,13 +43,7 @@ class HostileServer(LoopbackServer):
         self._lock = threading.Lock()
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = True
-
-            def log_message(self, *args: object) -> None:
-                pass
-
+        class Handler(QuietHandler):
             def do_GET(self) -> None:
                 server.headers_seen.append(dict(self.headers.items()))
                 mode = self.path.split("/")[1]

@@ -55,6 +55,18 @@ class Counts:
             return sum(self.requests.values()), sum(self.bytes.values())
 
 
+class QuietHandler(BaseHTTPRequestHandler):
+    """HTTP/1.1 with keep-alive, TCP_NODELAY and no request log: the base of every test server's handler."""
+
+    protocol_version = "HTTP/1.1"
+    # Headers and body go out in two writes: without TCP_NODELAY, Nagle and delayed ACKs
+    # hold every small response for ~40 ms (real servers set it too).
+    disable_nagle_algorithm = True
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
 class LoopbackServer:
     """A threading HTTP server of one handler class on 127.0.0.1 and a free port, run on a daemon thread."""
 
@@ -94,15 +106,7 @@ class RangeServer(LoopbackServer):
         self._flight_lock = threading.Lock()
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            # Headers and body go out in two writes: without TCP_NODELAY, Nagle and delayed ACKs
-            # hold every small response for ~40 ms (real servers set it too).
-            disable_nagle_algorithm = True
-
-            def log_message(self, *args: object) -> None:
-                pass
-
+        class Handler(QuietHandler):
             def _object(self) -> bytes | None:
                 return server.objects.get(self.path.split("?")[0])
 
@@ -307,13 +311,7 @@ class CountingRelay(LoopbackServer):
         host, port = upstream.removeprefix("http://").split(":")
         hop_by_hop = self._HOP_BY_HOP
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = True
-
-            def log_message(self, *args: object) -> None:
-                pass
-
+        class Handler(QuietHandler):
             def _relay(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 connection = http.client.HTTPConnection(host, int(port), timeout=60)

@@ -140,3 +140,13 @@ def _check_size(found_width: int, found_height: int, width: int, height: int, ch
     if decoded > max(EXPANSION_FLOOR, MAX_EXPANSION * stored):
         raise ValueError(f"{width}x{height} pixels ({decoded} bytes) from {stored} stored bytes is more than "
                          f"JPEG or PNG can compress to (limit {MAX_EXPANSION}:1 above {EXPANSION_FLOOR} bytes)")
+
+
+def prefetch_records(files: dict[int, Any], owners: list[int], records: np.ndarray) -> None:
+    """Ask each remote shard for the batch's image records at once (coalesced, sent concurrently) before
+    they are read one by one; mapped shards ignore it."""
+    wanted: dict[int, list[tuple[int, int]]] = {}
+    for owner, offset, length in zip(owners, records["offset"].tolist(), records["length"].tolist()):
+        wanted.setdefault(owner, []).append((offset, length))
+    for owner, ranges in wanted.items():
+        files[owner].prefetch(ranges)

@@ -423,6 +423,7 @@ class _ImageGather:
         """``key``: every stored image's bytes in one uint8 tensor; ``key_offsets``: (count + 1,) int64
         starts; ``key_sizes``: (B[, n], 4) int32 height, width, channels, format byte."""
         files = {owner: sources.file(owner).source for owner in np.unique(self.source).tolist()}
+        _images.prefetch_records(files, self.source.reshape(-1).tolist(), self.records.reshape(-1))
         pieces = []
         for start, length, owner in zip(self.records["offset"].reshape(-1).tolist(),
                                         self.records["length"].reshape(-1).tolist(), self.source.reshape(-1).tolist()):
@@ -453,6 +454,7 @@ class _ImageGather:
         owners = self.source.reshape(-1)[places].tolist()
         files = {owner: sources.file(owner).source for owner in set(owners)}
         buffers = {owner: source.buffer for owner, source in files.items()}
+        _images.prefetch_records(files, owners, chosen)
         for place, offset, length, fmt, owner in zip(places.tolist(), chosen["offset"].tolist(),
                                                      chosen["length"].tolist(), formats.tolist(), owners):
             target = pixels[place]
