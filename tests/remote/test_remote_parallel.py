@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import arrayio
-from arrayio import kastore
+from arrayio import bloscpack, kastore
 from arrayio._remote import fetch_ranges
 
 PART = 256 << 10
@@ -82,3 +82,23 @@ def test_fetch_ranges_checks_bounds_and_serves_local_sources_too(http_server, sa
         assert remote == local
         with pytest.raises(arrayio.TruncatedError, match="ranges.kas"):
             fetch_ranges(remote_store.source, [(size - 4, 8)])
+
+
+def test_a_slice_across_100_chunks_is_fetched_in_windows(http_server, tmp_path):
+    # 100 chunks of 64 KiB; a cache of 1 MiB takes 512 KiB windows of the slice's span at a time.
+    values = np.random.default_rng(19).standard_normal(100 * 8192)
+    bloscpack.pack_ndarray_to_file(values, tmp_path / "hundred.blp", chunk_size=64 << 10)
+    url = http_server.put("parallel/hundred.blp", (tmp_path / "hundred.blp").read_bytes())
+    remote = arrayio.RemoteFile(url, cache_bytes=1 << 20)
+    with bloscpack.open(remote) as reader:
+        assert reader.nchunks == 100
+        http_server.counts.reset()
+        np.testing.assert_array_equal(reader[100:99 * 8192 + 5], values[100:99 * 8192 + 5])
+        requests, sent = http_server.counts.total()
+        span = int(reader.positions[-1] + 16 - reader.positions[0])
+    windows = -(-span // (512 << 10))
+    # On main: two requests per chunk past the first half of the cache (about 180 here). Chunks are decoded
+    # on several threads, which may both miss the cache where a window ends and fetch its next bytes twice.
+    assert requests <= windows + 4, (requests, windows)
+    assert sent <= 1.05 * span + (64 << 10)
+    assert remote._cache.held <= 1 << 20

@@ -31,6 +31,8 @@ DEFAULT_READAHEAD = 64 << 10
 DEFAULT_CACHE_BYTES = 32 << 20
 # Ranges of one batch (fetch_ranges, prefetch) at most this far apart go out as one request.
 COALESCE_GAP = 64 << 10
+# Announced spans remembered for windowed fetching (the latest ones).
+_PLANNED_SPANS = 16
 
 
 @dataclass
@@ -91,6 +93,7 @@ class RemoteFile:
         self.stats = SourceStats()
         self._transport = transport if transport is not None else self._fsspec_transport()
         self._cache = _BlockCache(int(cache_bytes))
+        self._planned: list[tuple[int, int]] = []  # prefetched spans larger than the cache's window
         self._lock = threading.Lock()
         self._size = None if size is None else int(size)
         self._etag = etag
@@ -225,6 +228,8 @@ class RemoteFile:
         stop = offset + length
         if length < self.readahead:
             stop = min(size, max(stop, offset + self.readahead))
+        # Inside a span announced by prefetch that the cache could not take at once: fetch its next window.
+        stop = max(stop, min(self._planned_end(start), start + self._window, size))
         data = self._request(start, stop)
         if prefix:
             data = prefix + data
@@ -258,17 +263,22 @@ class RemoteFile:
 
     def prefetch(self, ranges: Iterable[tuple[int, int]], gap: int = 0) -> None:
         """Fetch ``(offset, length)`` ranges into the cache: ranges at most ``gap`` apart joined into one
-        request, the requests sent concurrently, at most half the cache in all (the rest is read on demand:
-        more would evict itself before it is read)."""
+        request, the requests sent concurrently, at most half the cache in all (more would evict itself before
+        it is read); a span past that is remembered, and each read that reaches it fetches its next window."""
         size = self.size
-        step = max(1, self._cache.capacity // 2)
+        step = self._window
         budget = step
         pieces = []
         for start, stop in _coalesce(list(ranges), gap):
-            stop = min(stop, start + budget, size)
+            stop = min(stop, size)
+            if stop - start > budget:  # the rest is fetched a window at a time as the reads reach it
+                with self._lock:
+                    self._planned.append((start + max(0, budget), stop))
+                    del self._planned[:-_PLANNED_SPANS]
+            stop = min(stop, start + budget)
             budget -= max(0, stop - start)
             if stop <= start:
-                break
+                continue
             for piece in range(start, stop, step):
                 end = min(stop, piece + step)
                 with self._lock:
@@ -282,6 +292,19 @@ class RemoteFile:
 
         _concurrently(fetch, pieces, self.settings.concurrency)
 
+    @property
+    def _window(self) -> int:
+        """The most a prefetch (or one window of a planned span) puts in the cache at once: half of it."""
+        return max(1, self._cache.capacity // 2)
+
+    def _planned_end(self, offset: int) -> int:
+        """The end of the span announced by prefetch that holds ``offset`` (0 when none does)."""
+        with self._lock:
+            for start, stop in reversed(self._planned):
+                if start <= offset < stop:
+                    return stop
+        return 0
+
     def open(self) -> BinaryIO:
         """A seekable binary file object reading through this object's cache (for stream-based readers)."""
         return io.BufferedReader(_RemoteReader(self), buffer_size=self.readahead)
@@ -290,6 +313,7 @@ class RemoteFile:
         """Drop the cached bytes (the object stays readable; later reads fetch again)."""
         with self._lock:
             self._cache.clear()
+            self._planned.clear()
 
 
 def _coalesce(ranges: Iterable[tuple[int, int]], gap: int) -> list[tuple[int, int]]:
