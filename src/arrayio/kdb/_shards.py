@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 
 from .._sources import expand_url_pattern, is_remote, is_url_pattern
-from ._reader import KdbFile
+from ._reader import INDEX_BLOCK_ENTRIES, KdbFile
+from ._records import INDEX_ENTRY
 
 _GLOB_CHARACTERS = frozenset("*?[")
 # Parsed image records kept per process, in rows (48 bytes per camera each), and copied state/action
@@ -143,7 +144,9 @@ class ShardSet:
         """The image records of every camera of the global ``episodes`` (distinct), each episode's records
         parsed once per process: ``rows.columns[camera][rows.start[e] + frame]`` (length -1: no image)."""
         rows = self._images
-        for episode in rows.missing(episodes, self.episode_frames).tolist():
+        missing = rows.missing(episodes, self.episode_frames)
+        self._prefetch(missing, "images")
+        for episode in missing.tolist():
             shard, position = int(self.episode_shard[episode]), int(self.episode_position[episode])
             kdb = self.file(shard)
             frames = int(self.episode_frames[episode])
@@ -160,11 +163,31 @@ class ShardSet:
             rows.append(episode, frames, table, IMAGE_TABLE_DTYPE, _NO_IMAGE)
         return rows
 
+    def _prefetch(self, episodes: np.ndarray, section: str) -> None:
+        """Ask each remote shard at once for what reading ``section`` ("actions", "images") of these global
+        episodes needs: their index blocks, then the sections (coalesced, sent concurrently), instead of
+        a few requests per episode one after another. Mapped shards skip it."""
+        shards = self.episode_shard[episodes]
+        for shard in np.unique(shards).tolist():
+            kdb = self.file(shard)
+            if kdb.source.buffer is not None:
+                continue
+            positions = self.episode_position[episodes[shards == shard]].tolist()
+            base, count = kdb.header.index_offset, len(kdb)
+            firsts = sorted({position - position % INDEX_BLOCK_ENTRIES for position in positions})
+            kdb.source.prefetch([(INDEX_ENTRY.offset_of("episode_id", base, first),
+                                  min(INDEX_BLOCK_ENTRIES, count - first) * INDEX_ENTRY.size) for first in firsts])
+            entries = [kdb.entry(position) for position in positions]
+            kdb.source.prefetch([(getattr(entry, f"{section}_offset"), getattr(entry, f"{section}_length"))
+                                 for entry in entries])
+
     def load_steps(self, episodes: np.ndarray) -> _EpisodeRows:
         """The state/action rows of the global ``episodes`` (distinct), copied once per process into
         ``rows.columns["steps"][rows.start[e] + frame]``; ValueError when their layouts differ."""
         rows = self._steps
-        for episode in rows.missing(episodes, self.episode_frames).tolist():
+        missing = rows.missing(episodes, self.episode_frames)
+        self._prefetch(missing, "actions")
+        for episode in missing.tolist():
             shard, position = int(self.episode_shard[episode]), int(self.episode_position[episode])
             steps = self.file(shard).steps(position)
             column = rows.columns.get("steps")
