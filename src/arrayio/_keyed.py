@@ -584,9 +584,10 @@ def keyed_hooks(load: Callable[..., Store], dump: Callable[[Any, Any], None], de
         """Rows for ``arrayio ls``: key, dtype, shape, size in bytes."""
         return entries_of(open, path)
 
-    def cat(path: Any, name: str) -> Iterator[str]:
-        """The values of one key, one per line (as ``kastore dump`` prints them)."""
-        return lines_of(load, path, name)
+    def cat(path: Any, name: str, numbers: bool = False) -> Iterator[str]:
+        """The values of one key, one per line (as ``kastore dump`` prints them); text bytes as text unless
+        ``numbers``."""
+        return lines_of(load, path, name, numbers)
 
     def demo(folder: Any) -> Any:
         """Write a sample store of all ten dtypes, load it back and check every array."""
@@ -595,10 +596,10 @@ def keyed_hooks(load: Callable[..., Store], dump: Callable[[Any, Any], None], de
     return KeyedHooks(open, validate, info, entries, cat, demo)
 
 
-def lines_of(load: Callable[[Any], Store], path: Any, key: str) -> Iterator[str]:
+def lines_of(load: Callable[[Any], Store], path: Any, key: str, numbers: bool = False) -> Iterator[str]:
     """The values of ``key`` in the store at ``path``, one per line, streamed while the store is open."""
     with load(path) as store:
-        yield from value_lines(store[key])
+        yield from value_lines(store[key], numbers)
 
 
 def write_sample(dump: Callable[[Any, Any], None], load: Callable[[Any], Store], path: Any) -> Any:

@@ -7,7 +7,7 @@ top-level functions and the generic CLI commands use:
     info(path)               -> open(path).info(): dict of JSON-friendly facts about the file
     validate(path)           -> open(path).validate(): list[Problem] (empty = valid); never raises for a bad file
     entries(path)            -> open(path).entries(): list[dict] with at least "name" (for `arrayio ls`)
-    cat(path, name)          -> iterator of text lines (for `arrayio cat`)
+    cat(path, name, numbers) -> iterator of text lines (for `arrayio cat`; byte text as text unless numbers)
     demo(folder)             -> Path of a small sample file it wrote, read back and checked
 
 ``load(path)`` / ``dump(mapping, path)`` are also offered by the formats whose
@@ -84,7 +84,7 @@ class FormatSpec:
 FORMATS: dict[str, FormatSpec] = {
     spec.name: spec
     for spec in (
-        FormatSpec("kastore", "arrayio.kastore", b"\x89KAS\r\n\x1a\n", (".kas",), "mapping",
+        FormatSpec("kastore", "arrayio.kastore", b"\x89KAS\r\n\x1a\n", (".kas", ".trees"), "mapping",
                    "kastore 1.0: key -> 1-D array"),
         FormatSpec("kast", "arrayio.kast", b"KAST", (".kast",), "mapping",
                    "KAST draft layout: key -> 1-D array"),

@@ -17,6 +17,7 @@ from typing import Any, BinaryIO
 from urllib.parse import urlsplit
 
 from ._binary import atomic_write
+from ._optional import require
 from ._remote import (
     DEFAULT_CACHE_BYTES,
     DEFAULT_READAHEAD,
@@ -98,13 +99,18 @@ def expand_url_pattern(pattern: str, storage_options: dict | None = None) -> lis
     if _is_http(pattern):
         raise UnsupportedError(f"{pattern}: HTTP(S) servers cannot be listed, so a glob over them cannot be "
                                f"expanded; give the URLs one by one")
-    import fsspec
-
+    fsspec = require("fsspec", "a URL glob")
     fs, path = fsspec.core.url_to_fs(pattern, **(storage_options or {}))
     chain, target = _chain_and_target(pattern)
     # The pattern's own scheme, not the filesystem's first name (adlfs would turn az:// into abfs://).
     scheme = target.partition("://")[0]
-    return sorted(f"{chain}{scheme}://{match}" for match in fs.glob(path))
+    try:
+        matches = fs.glob(path)
+    except (FileNotFoundError, PermissionError):
+        raise
+    except Exception as error:  # noqa: BLE001 - botocore/gcsfs/aiohttp errors become one named error
+        raise RemoteError(f"{pattern}: cannot list ({type(error).__name__}: {error})") from None
+    return sorted(f"{chain}{scheme}://{match}" for match in matches)
 
 
 def resolve(target: Any, storage_options: dict | None = None) -> Any:
@@ -144,8 +150,7 @@ def _target_fs(target: Any) -> tuple[Any, str, str]:
         return target.fs, target.path, target.url
     if _open_file(target):
         return target.fs, target.path, target.full_name
-    import fsspec
-
+    fsspec = require("fsspec", "reading URLs")
     fs, path = fsspec.core.url_to_fs(target)
     return fs, path, target
 

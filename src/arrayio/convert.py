@@ -31,6 +31,7 @@ import numpy as np
 
 from . import _registry
 from ._binary import atomic_folder, atomic_write
+from ._optional import require
 from ._sources import RemoteFile, is_url, resolve
 from .errors import UnsupportedError
 
@@ -139,8 +140,7 @@ def _arrayio_source(target: Any, storage_options: dict | None) -> _Source:
 
 
 def _zarr_source(target: Any, storage_options: dict | None) -> _Source:
-    import zarr
-
+    zarr = require("zarr", "convert from zarr")
     from .zarr import key_of_zarr_path
 
     root = zarr.open_group(target, mode="r", storage_options=storage_options)
@@ -264,10 +264,9 @@ _ARRAY_FACTS = frozenset({"container", "dtype", "shape", "order", "key"})
 # --------------------------------------------------------------------------- writers
 
 def _write_zarr(source: _Source, path: Path, compression: str, progress: Progress) -> None:
-    import zarr
-    from zarr.codecs import BloscCodec, ZstdCodec
-
-    compressor = ZstdCodec(level=3) if compression == "zstd" else BloscCodec(cname="zstd", clevel=5,
+    zarr = require("zarr", "convert to zarr")
+    codecs = require("zarr.codecs", "convert to zarr")
+    compressor = codecs.ZstdCodec(level=3) if compression == "zstd" else codecs.BloscCodec(cname="zstd", clevel=5,
                                                                              shuffle="shuffle")
     root = zarr.open_group(str(path), mode="w-", zarr_format=3, attributes=source.groups.get("", {}))
     for group_path, attributes in source.groups.items():

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ._optional import require
 from ._registry import module_of_file
 from ._sources import RemoteFile, is_url, resolve
 from .errors import FormatError, Problem, UnsupportedError
@@ -114,6 +115,7 @@ def _array(read: Any, args: tuple, step: int, shape: tuple[int, ...], dtype: np.
 
     A blockwise layer, so the reads fuse with what follows them (``.sum()`` is one task per block).
     """
+    require("dask.array", "arrayio.dask")
     import dask.array
 
     rows = shape[0]
@@ -127,9 +129,7 @@ def _rows_per_block(row_bytes: int, block_bytes: int) -> int:
 
 
 def _token(*parts: Any) -> str:
-    from dask.base import tokenize
-
-    return tokenize(*parts)
+    return str(require("dask.base", "arrayio.dask").tokenize(*parts))
 
 
 def to_dask(target: Any, key: str | None = None, storage_options: dict | None = None,
@@ -166,6 +166,7 @@ def _bloscpack_array(reader: Any, location: tuple) -> Any:
 
 def _whole_array(location: tuple, shape: tuple[int, ...], dtype: np.dtype, name: str) -> Any:
     """Fortran-order and 0-d arrays: one block, read whole."""
+    require("dask.array", "arrayio.dask")
     import dask
     import dask.array
 
@@ -232,6 +233,7 @@ def kdb_bag(targets: Iterable[Any], storage_options: dict | None = None,
     each file's header is read here to count them). Elements are ``kdb.Episode``
     values whose ``images`` map camera -> (frames, H, W, C) uint8 arrays.
     """
+    require("dask.bag", "arrayio.dask")
     import dask
     import dask.bag
 
@@ -271,7 +273,8 @@ def validate_checked(targets: list[Any], client: Any = None,
                      storage_options: dict | None = None) -> dict[Any, tuple[str | None, list[Problem]]]:
     """{target: (format name, problems)} computed on ``client`` (a local cluster when None)."""
     if client is None:
-        from distributed import Client, LocalCluster
+        distributed = require("distributed", "validating on a dask cluster")
+        Client, LocalCluster = distributed.Client, distributed.LocalCluster
 
         with LocalCluster(processes=True, n_workers=min(4, os.cpu_count() or 1), threads_per_worker=1,
                           dashboard_address=None) as cluster, Client(cluster) as local:

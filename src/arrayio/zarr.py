@@ -32,14 +32,14 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 import numpy as np
-from zarr.abc.store import (
-    ByteRequest,
-    OffsetByteRequest,
-    RangeByteRequest,
-    Store,
-    SuffixByteRequest,
-)
-from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
+
+try:
+    from zarr.abc.store import ByteRequest, OffsetByteRequest, RangeByteRequest, Store, SuffixByteRequest
+    from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
+except ModuleNotFoundError as error:  # say which extra installs it
+    from ._optional import missing
+
+    raise missing("zarr", "arrayio.zarr (zarr views, convert to zarr, refs)") from error
 
 from . import _registry
 from ._binary import release_pages

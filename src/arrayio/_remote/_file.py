@@ -20,6 +20,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from .._binary import Source
+from .._optional import require
 from ..errors import ErrorKinds, ObjectChangedError, UnsupportedError
 from ._cache import _BlockCache
 from ._http import _HTTPTransport
@@ -110,8 +111,7 @@ class RemoteFile:
         return _FsspecTransport(fs, path, self.url)
 
     def _filesystem(self) -> None:
-        import fsspec
-
+        fsspec = require("fsspec", "reading URLs")
         options = dict(self._backend_options)
         if self.url.partition("://")[0].lower() in ("s3", "s3a"):  # botocore's own timeouts, when not given
             config = dict(options.get("config_kwargs") or {})

@@ -12,6 +12,7 @@ import errno
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
+from .._optional import require
 from ..errors import RemoteError
 from ._settings import TransportSettings
 from ._transports import (
@@ -43,8 +44,7 @@ class _HTTPTransport(_AsyncTransport):
         self.settings = settings
 
     def _timeout(self) -> Any:
-        import aiohttp
-
+        aiohttp = require("aiohttp", "reading http(s) URLs")
         return aiohttp.ClientTimeout(total=self.settings.timeout, sock_connect=self.settings.connect_timeout,
                                      sock_read=self.settings.read_timeout)
 
@@ -60,8 +60,7 @@ class _HTTPTransport(_AsyncTransport):
         return target
 
     async def _get(self, start: int, stop: int) -> _Response:
-        import aiohttp
-
+        aiohttp = require("aiohttp", "reading http(s) URLs")
         options = dict(self.fs.kwargs)
         options.pop("allow_redirects", None)  # redirects are followed here, origin checked
         headers = dict(options.pop("headers", None) or {})

@@ -21,6 +21,7 @@ from datetime import timedelta
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from .._optional import require
 from ..errors import RemoteError, UnsupportedError
 from ._settings import TransportSettings, preferred_client
 from ._transports import _Response, check_answered_range
@@ -124,7 +125,8 @@ def _client_options(settings: TransportSettings, allow_http: bool) -> dict[str, 
 
 def _store_and_path(url: str, options: dict, settings: TransportSettings) -> tuple[Any, str]:
     """The obstore store (shared per process) and the object's path in it."""
-    from obstore.store import AzureStore, GCSStore, HTTPStore, S3Store
+    stores = require("obstore.store", "reading URLs through obstore")
+    AzureStore, GCSStore, HTTPStore, S3Store = stores.AzureStore, stores.GCSStore, stores.HTTPStore, stores.S3Store
 
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
@@ -195,7 +197,7 @@ class _ObstoreTransport:
 
     def get(self, start: int, stop: int) -> _Response:
         """Bytes ``start..stop`` (fewer at the object's end), checked and bounded."""
-        import obstore
+        obstore = require("obstore", "reading URLs through obstore")
 
         try:
             result = obstore.get(self.store, self.path, options={"range": (start, stop)})
@@ -217,7 +219,7 @@ class _ObstoreTransport:
 
     def _empty_or_none(self, start: int) -> _Response | None:
         """The answer for a range past the object's end (an empty object): nothing, and the size."""
-        import obstore
+        obstore = require("obstore", "reading URLs through obstore")
 
         try:
             meta = obstore.head(self.store, self.path)

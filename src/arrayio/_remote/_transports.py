@@ -15,6 +15,7 @@ import re
 import sys
 from typing import Any, NamedTuple
 
+from .._optional import require
 from ..errors import RemoteError
 
 _CONTENT_RANGE = re.compile(r"bytes\s+(?:\d+-\d+|\*)/(\d+)")
@@ -50,9 +51,7 @@ class _AsyncTransport(abc.ABC):
     url: str
 
     def get(self, start: int, stop: int) -> _Response:
-        from fsspec.asyn import sync
-
-        return sync(self.fs.loop, self._get, start, stop)
+        return require("fsspec.asyn", "reading URLs").sync(self.fs.loop, self._get, start, stop)
 
     @abc.abstractmethod
     async def _get(self, start: int, stop: int) -> _Response:

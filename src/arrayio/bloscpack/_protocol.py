@@ -11,7 +11,7 @@ import numpy as np
 
 from .._readers import entries_of, info_of, problems_of
 from .._sources import resolve
-from .._text import value_lines
+from .._text import TEXT_LIMIT, value_lines
 from ..errors import ArrayIOError, Problem
 from ._errors import ERRORS
 from ._reader import BloscpackFile, open_file
@@ -39,9 +39,9 @@ def entries(path: Any) -> list[dict]:
     return entries_of(open, path)
 
 
-def cat(path: Any, name: str) -> Iterator[str]:
+def cat(path: Any, name: str, numbers: bool = False) -> Iterator[str]:
     """Lines for ``arrayio cat``: ``data`` prints every value (storage order), ``chunkN`` one chunk's
-    values, ``metadata`` the JSON metadata."""
+    values, ``metadata`` the JSON metadata; a byte stream that is text prints as text unless ``numbers``."""
     with open_file(path) as reader:
         if name == "metadata":
             yield json.dumps(reader.metadata, indent=2, ensure_ascii=False)
@@ -54,12 +54,13 @@ def cat(path: Any, name: str) -> Iterator[str]:
             if len(chunk) % reader.dtype.itemsize:
                 raise ERRORS.invalid(f"chunk {index}", reader.chunk_location(index)[0],
                                      f"a whole number of {reader.dtype.itemsize}-byte items", f"{len(chunk)} bytes")
-            yield from value_lines(chunk.view(reader.dtype))
+            yield from value_lines(chunk.view(reader.dtype), numbers)
             return
         if name != "data":
             raise KeyError(name)
-        if reader.order != "C" or not reader.shape:
-            yield from value_lines(reader.read())
+        small_vector = len(reader.shape) == 1 and reader.nbytes is not None and reader.nbytes <= TEXT_LIMIT
+        if reader.order != "C" or not reader.shape or small_vector:  # a small vector may be text: read it whole
+            yield from value_lines(reader.read(), numbers)
             return
         per_row = max(1, math.prod(reader.shape[1:]))
         step = max(1, (1 << 20) // per_row)

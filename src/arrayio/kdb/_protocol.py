@@ -38,8 +38,9 @@ def entries(path: Any) -> list[dict]:
     return entries_of(open, path)
 
 
-def cat(path: Any, name: str) -> Iterator[str]:
-    """The frames of episode id ``name`` as tab-separated lines: frame, reward, terminal, state, action, images."""
+def cat(path: Any, name: str, numbers: bool = False) -> Iterator[str]:
+    """The frames of episode id ``name`` as tab-separated lines: frame, reward, terminal, state, action, images
+    (numbers already: ``numbers`` changes nothing here)."""
     try:
         episode_id = int(name)
     except ValueError:

@@ -48,12 +48,13 @@ def _tree_lines(value: Any, prefix: str) -> Iterator[str]:
         yield f"{prefix} = {jsonable(value)!r}" if isinstance(value, bytes) else f"{prefix} = {value!r}"
 
 
-def cat(path: Any, name: str) -> Iterator[str]:
-    """Lines of entry ``name``: "matrix" (one row per line) or "metadata[.key[.key...]]"."""
+def cat(path: Any, name: str, numbers: bool = False) -> Iterator[str]:
+    """Lines of entry ``name``: "matrix" (one row per line) or "metadata[.key[.key...]]"; a byte vector that
+    is text prints as text unless ``numbers``."""
     with load(path) as container:
         if name == "matrix":
             matrix = container.values()
-            yield from value_lines(matrix) if matrix.ndim == 1 else row_lines(matrix)
+            yield from value_lines(matrix, numbers) if matrix.ndim == 1 else row_lines(matrix)
             return
         parts = name.split(".")
         if parts[0] != "metadata":
