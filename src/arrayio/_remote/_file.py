@@ -172,24 +172,34 @@ class RemoteFile:
         """``[start, stop)``: one request, or parts of ``part_bytes`` fetched concurrently into one buffer."""
         part = self.settings.part_bytes
         if stop - start <= part or self._size is None:
-            return self._request_one(start, stop)
+            data = self._request_one(start, stop)
+            return bytes(data) if isinstance(data, memoryview) else data  # a view only when given a buffer
         stop = min(stop, self._size)
         buffer = bytearray(max(0, stop - start))
-        # numpy copies without holding the GIL, so the parts land in the buffer in parallel too.
+        # A transport that reads into a buffer writes each part in place; otherwise numpy copies it there
+        # (outside the GIL, so the parts land in parallel too).
+        view = memoryview(buffer)
         target = np.frombuffer(buffer, np.uint8)
 
         def fetch(piece: int) -> None:
             end = min(stop, piece + part)
-            target[piece - start:end - start] = np.frombuffer(self._request_one(piece, end), np.uint8)
+            slot = view[piece - start:end - start]
+            data = self._request_one(piece, end, into=slot)
+            if data is not slot:
+                target[piece - start:end - start] = np.frombuffer(data, np.uint8)
 
         _concurrently(fetch, range(start, stop, part), self.settings.concurrency)
         return buffer
 
-    def _request_one(self, start: int, stop: int) -> bytes | bytearray:
-        """One request for ``[start, stop)``, checked against what the object was at open."""
+    def _request_one(self, start: int, stop: int, into: memoryview | None = None) -> bytes | bytearray | memoryview:
+        """One request for ``[start, stop)``, checked against what the object was at open (written into
+        ``into``, and returned as it, where the transport can)."""
         with self._lock:
             self.stats.requests += 1
-        response = self._transport.get(start, stop)
+        if into is not None and getattr(self._transport, "reads_into", False):
+            response = self._transport.get(start, stop, into)
+        else:
+            response = self._transport.get(start, stop)
         with self._lock:
             self.stats.bytes_fetched += len(response.data)
             if self._size is None:

@@ -21,6 +21,8 @@ from datetime import timedelta
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+import numpy as np
+
 from .._optional import require
 from ..errors import RemoteError, UnsupportedError
 from ._settings import TransportSettings, preferred_client
@@ -189,14 +191,16 @@ class _ObstoreTransport:
     """Ranged GETs through one obstore store; the first answer tells the object's size and ETag."""
 
     size_from_first_response = True
+    reads_into = True  # get() can fill the caller's buffer: the parts of a big read land in place
 
     def __init__(self, store: Any, path: str, url: str) -> None:
         self.store = store
         self.path = path
         self.url = url
 
-    def get(self, start: int, stop: int) -> _Response:
-        """Bytes ``start..stop`` (fewer at the object's end), checked and bounded."""
+    def get(self, start: int, stop: int, into: memoryview | None = None) -> _Response:
+        """Bytes ``start..stop`` (fewer at the object's end), checked and bounded; written into ``into``
+        (exactly ``stop - start`` bytes, inside the object) and returned as it when given."""
         obstore = require("obstore", "reading URLs through obstore")
 
         try:
@@ -205,7 +209,8 @@ class _ObstoreTransport:
             first, end = result.range
             size = int(meta["size"])
             check_answered_range(self.url, start, stop, (first, end - 1, size))
-            data = _read_exactly(result, end - first, self.url)
+            data = _read_exactly(result, end - first, self.url) if into is None else _read_into(result, into,
+                                                                                                  self.url)
         except (FileNotFoundError, obstore.exceptions.NotFoundError):
             raise FileNotFoundError(errno.ENOENT, "no such object", self.url) from None
         except obstore.exceptions.BaseError as error:
@@ -245,3 +250,18 @@ def _read_exactly(result: Any, length: int, url: str) -> bytes:
     if count < length:
         raise RemoteError(f"{url}: the body ended after {count} of the {length} bytes asked for")
     return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+
+
+def _read_into(result: Any, into: memoryview, url: str) -> memoryview:
+    """The body of ``result`` written into ``into``, which it must fill exactly: streamed in pieces of 1 MiB,
+    each copied into place (numpy, outside the GIL), stopped at the first piece past the end."""
+    target = np.frombuffer(into, np.uint8)
+    count = 0
+    for piece in result.stream(min_chunk_size=1 << 20):
+        if count + len(piece) > len(target):
+            raise RemoteError(f"{url}: the body runs past the {len(target)} bytes asked for")
+        target[count:count + len(piece)] = np.frombuffer(piece, np.uint8)
+        count += len(piece)
+    if count < len(target):
+        raise RemoteError(f"{url}: the body ended after {count} of the {len(target)} bytes asked for")
+    return into

@@ -35,7 +35,7 @@ def _open_file(target: Any) -> bool:
 
 
 class _Response(NamedTuple):
-    data: bytes | bytearray
+    data: bytes | bytearray | memoryview
     size: int | None   # the object's total size, when the response says it
     etag: str | None
 
