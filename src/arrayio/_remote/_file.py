@@ -168,18 +168,21 @@ class RemoteFile:
         """The cache's bound in bytes."""
         return self._cache.capacity
 
-    def _request(self, start: int, stop: int) -> bytes | bytearray:
-        """``[start, stop)``: one request, or parts of ``part_bytes`` fetched concurrently into one buffer."""
+    def _request(self, start: int, stop: int, head: bytes = b"") -> bytes | bytearray:
+        """``head`` followed by ``[start, stop)``: one request, or parts of ``part_bytes`` fetched concurrently
+        into one buffer (which ``head``, bytes already at hand, starts)."""
         part = self.settings.part_bytes
         if stop - start <= part or self._size is None:
             data = self._request_one(start, stop)
-            return bytes(data) if isinstance(data, memoryview) else data  # a view only when given a buffer
+            data = bytes(data) if isinstance(data, memoryview) else data  # a view only when given a buffer
+            return head + data if head else data
         stop = min(stop, self._size)
-        buffer = bytearray(max(0, stop - start))
+        buffer = bytearray(len(head) + max(0, stop - start))
+        buffer[:len(head)] = head
         # A transport that reads into a buffer writes each part in place; otherwise numpy copies it there
         # (outside the GIL, so the parts land in parallel too).
-        view = memoryview(buffer)
-        target = np.frombuffer(buffer, np.uint8)
+        view = memoryview(buffer)[len(head):]
+        target = np.frombuffer(buffer, np.uint8)[len(head):]
 
         def fetch(piece: int) -> None:
             end = min(stop, piece + part)
@@ -240,9 +243,7 @@ class RemoteFile:
             stop = min(size, max(stop, offset + self.readahead))
         # Inside a span announced by prefetch that the cache could not take at once: fetch its next window.
         stop = max(stop, min(self._planned_end(start), start + self._window, size))
-        data = self._request(start, stop)
-        if prefix:
-            data = prefix + data
+        data = self._request(start, stop, head=prefix)
         with self._lock:
             self._cache.add(offset, data)
         return memoryview(data)[:length].toreadonly()
