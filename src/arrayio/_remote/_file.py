@@ -49,7 +49,6 @@ class SourceStats:
         self.bytes_fetched = 0
 
 
-
 class RemoteFile:
     """One remote object read in byte ranges, with a bounded cache and request counts.
 
