@@ -22,6 +22,8 @@ import math
 import os
 import tempfile
 import warnings
+import zipfile
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,11 +31,11 @@ from typing import Any, Literal
 
 import numpy as np
 
-from . import _registry
+from . import _registry, limits
 from ._binary import atomic_folder, atomic_write
 from ._optional import require
 from ._sources import RemoteFile, is_url, resolve
-from .errors import UnsupportedError
+from .errors import FormatError, UnsupportedError
 
 __all__ = ["TARGETS", "ConversionWarning", "convert", "source_format", "target_format"]
 
@@ -174,19 +176,49 @@ def _npz_source(target: Any) -> _Source:
     return _Source("npz", {"": {}}, arrays, archive.close)
 
 
-def _lazy_member(archive: Any, name: str, path: str) -> _Array:
-    """One npz member, read when its blocks are asked for (members are not mappable)."""
-    with archive.zip.open(name + ".npy") as member:
-        version = np.lib.format.read_magic(member)
-        read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
-            np.lib.format.read_array_header_2_0
-        shape, fortran, dtype = read_header(member)
-    def blocks() -> Iterator[tuple[tuple[slice, ...], np.ndarray]]:
-        yield from _row_blocks(archive[name])()
+def _member_header(member: Any) -> tuple[tuple[int, ...], bool, np.dtype]:
+    version = np.lib.format.read_magic(member)
+    read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+    shape, fortran, dtype = read_header(member)
+    return tuple(shape), bool(fortran), np.dtype(dtype)
 
-    dtype = np.dtype(dtype)
-    return _Array(path, name, tuple(shape), dtype, _block_chunks(tuple(shape), dtype), blocks, {"key": name},
-                  order="F" if fortran and len(shape) > 1 else "C")
+
+def _lazy_member(archive: Any, name: str, path: str) -> _Array:
+    """One npz member, streamed from the zip in row blocks when they are asked for (members are not
+    mappable, and a 3 MB archive may inflate to gigabytes): at most the npz_member_bytes limit at once."""
+    with archive.zip.open(name + ".npy") as member:
+        shape, fortran, dtype = _member_header(member)
+    if dtype.hasobject:
+        raise FormatError(format="npz", field=f"member {name!r} dtype", expected="a dtype without Python objects",
+                          found=str(dtype))
+    fortran = fortran and len(shape) > 1
+
+    def blocks() -> Iterator[tuple[tuple[slice, ...], np.ndarray]]:
+        if fortran or not shape:  # no row order to stream in: read whole, within the limit
+            limits.check("npz_member_bytes", math.prod(shape) * dtype.itemsize, f"member {name!r}", format="npz")
+            yield from _row_blocks(archive[name])()
+            return
+        row = math.prod(shape[1:]) * dtype.itemsize
+        step = max(1, _BLOCK_BYTES // max(1, row))
+        with archive.zip.open(name + ".npy") as member:
+            _member_header(member)
+            for low in range(0, shape[0], step):
+                count = min(step, shape[0] - low)
+                limits.check("npz_member_bytes", count * row, f"member {name!r} rows {low}..{low + count}",
+                             format="npz")
+                try:
+                    data = member.read(count * row)
+                except (zipfile.BadZipFile, zlib.error, EOFError) as error:
+                    raise FormatError(format="npz", field=f"member {name!r} rows {low}..{low + count}",
+                                      expected="intact deflated data", found=str(error)) from None
+                if len(data) != count * row:
+                    raise FormatError(format="npz", field=f"member {name!r} rows {low}..{low + count}",
+                                      expected=f"{count * row} bytes", found=f"{len(data)} bytes (the member ends)")
+                region = (slice(low, low + count),) + tuple(slice(0, n) for n in shape[1:])
+                yield region, np.frombuffer(data, dtype).reshape((count, *shape[1:]))
+
+    return _Array(path, name, shape, dtype, _block_chunks(shape, dtype), blocks, {"key": name},
+                  order="F" if fortran else "C")
 
 
 def _npy_source(target: Any) -> _Source:

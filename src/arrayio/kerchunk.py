@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import os
 from typing import Any
 
 import blosc
 import numpy as np
 
+from . import limits
 from .errors import UnsupportedError
 from .zarr import FormatStore, VirtualArray, VirtualGroup, open_store
 
@@ -119,6 +121,7 @@ def _references(store: FormatStore, url: str) -> dict:
             refs[f"{prefix}.zgroup"] = json.dumps({"zarr_format": 2})
             refs[f"{prefix}.zattrs"] = json.dumps(node.attributes)
             continue
+        limits.check("references", len(refs) + math.prod(node.grid), f"the references up to array {path!r}")
         if node.byte_range is not None:
             compressor = None
             reason = _plain(path, node, url, file_size, refs, inlined)

@@ -393,6 +393,8 @@ def _pycauset_tree(container: Any) -> VirtualGroup:
 
     stored_row = (1 if layout.is_vector else layout.cols) * layout.dtype.itemsize  # unpacked bytes per stored row
     step = min(_rows_per_chunk(stored_row), max(layout.rows, 1))
+    if not layout.zero_copy:  # packed rows are computed: a chunk of them must fit the row_block_bytes limit
+        layout.check_row_block(step)
     transposed = layout.is_transposed and not layout.is_vector
     # Stored rows run along the last axis of a transposed matrix and of a vector read as a (1, n) row.
     axis = len(shape) - 1 if transposed or layout.is_vector else 0
@@ -544,7 +546,8 @@ def _camera_array(kdb: Any, images: Any, camera: str, record: Any) -> VirtualArr
                                    f"shape at frame {frame}: {pixels.shape}, not {image_shape}")
         return pixels[np.newaxis]
 
-    return VirtualArray((images.num_frames, *image_shape), np.dtype(np.uint8), (1, *image_shape), read,
+    chunk = (1, *(max(size, 1) for size in image_shape))  # a zarr chunk has no empty side (0 channels is valid)
+    return VirtualArray((images.num_frames, *image_shape), np.dtype(np.uint8), chunk, read,
                         ("frame", "height", "width", "channel"), {"camera": camera})
 
 
