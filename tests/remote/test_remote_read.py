@@ -238,3 +238,27 @@ def test_obstore_by_name_says_why_it_cannot_read_a_target(http_server, s3_option
     # Without the name, the same targets are read through fsspec.
     with arrayio.open(url, storage_options={"headers": {"X-Token": "t"}}) as store:
         assert store.source.remote.client == "fsspec" and list(store) == ["a"]
+
+
+def _read_in_child(remote, url, results) -> None:
+    results.put((bytes(remote.read(200_000, 6)), remote.client, bytes(arrayio.RemoteFile(url).read(3, 6))))
+
+
+@pytest.mark.one_client  # about the obstore client, the default
+def test_a_forked_child_reads_on(http_server):
+    # obstore's runtime does not survive a fork (a DataLoader worker): a child reads through fsspec instead
+    # of waiting forever, inherited RemoteFiles included.
+    import multiprocessing
+
+    url = http_server.put("forked.bin", b"abc" * 100_000)
+    remote = arrayio.RemoteFile(url)
+    assert bytes(remote.read(0, 6)) == b"abcabc" and remote.client == "obstore"
+    context = multiprocessing.get_context("fork")
+    results = context.Queue()
+    child = context.Process(target=_read_in_child, args=(remote, url, results))
+    child.start()
+    child.join(timeout=30)
+    if child.is_alive():
+        child.kill()
+    assert child.exitcode == 0
+    assert results.get(timeout=5) == (b"cabcab", "fsspec", b"abcabc")

@@ -24,7 +24,7 @@ from .._optional import require
 from ..errors import ErrorKinds, ObjectChangedError, UnsupportedError
 from ._cache import _BlockCache
 from ._http import _HTTPTransport
-from ._obstore import obstore_transport
+from ._obstore import forked, obstore_transport
 from ._settings import split_options
 from ._transports import _fsspec_file, _FsspecTransport, _GCSTransport, _open_file, _S3Transport
 
@@ -198,6 +198,10 @@ class RemoteFile:
         ``into``, and returned as it, where the transport can)."""
         with self._lock:
             self.stats.requests += 1
+            if self.client == "obstore" and forked():
+                # Inherited across a fork: obstore would hang here, fsspec reads on. The two report versions
+                # differently (GCS: ETag against generation), so only the size is checked from now on.
+                self._transport, self.client, self._etag = self._fsspec_transport(), "fsspec", None
         if into is not None and getattr(self._transport, "reads_into", False):
             response = self._transport.get(start, stop, into)
         else:

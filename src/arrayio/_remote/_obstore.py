@@ -42,6 +42,14 @@ _HARMLESS = frozenset({"skip_instance_cache", "use_listings_cache", "listings_ex
 
 _stores: dict[tuple, Any] = {}
 _stores_lock = threading.Lock()
+# The process that started obstore's runtime: its threads do not survive a fork, and every obstore call in
+# a forked child (a DataLoader worker) would wait on them forever, so children read through fsspec.
+_runtime_pid: list[int] = []
+
+
+def forked() -> bool:
+    """True in a process forked from one that used obstore (where obstore would hang)."""
+    return bool(_runtime_pid) and _runtime_pid[0] != os.getpid()
 
 
 def available() -> bool:
@@ -150,6 +158,8 @@ def _store_and_path(url: str, options: dict, settings: TransportSettings) -> tup
     key = (kind, where, repr(sorted(config.items())), settings.connect_timeout, settings.read_timeout,
            settings.timeout)
     with _stores_lock:
+        if not _runtime_pid:
+            _runtime_pid.append(os.getpid())
         store = _stores.get(key)
         if store is None:
             # obstore types these as TypedDicts; ours are built from user input, checked by obstore itself.
@@ -173,6 +183,8 @@ def obstore_transport(url: str, options: dict, settings: TransportSettings) -> _
     reason = ""
     if not available():
         reason = "obstore is not installed (pip install 'arrayio[remote]')"
+    elif forked():
+        reason = "this process was forked from one that used obstore, whose runtime does not survive a fork"
     elif "::" in url or scheme not in SCHEMES:
         reason = f"obstore reads {', '.join(sorted(SCHEMES))} URLs, not chained or other ones"
     else:
