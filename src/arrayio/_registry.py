@@ -26,7 +26,8 @@ from typing import Any, Protocol, runtime_checkable
 from ._sources import RemoteFile, is_remote, is_url, resolve
 from .errors import FormatError, Problem, UnsupportedError
 
-__all__ = ["Reader", "FormatSpec", "FORMATS", "detect", "module_for", "available_formats", "format_for_extension"]
+__all__ = ["Reader", "FormatSpec", "FORMATS", "ViewSpec", "VIEWS", "detect", "view_of", "module_for",
+           "available_formats", "format_for_extension"]
 
 
 @runtime_checkable
@@ -97,7 +98,33 @@ FORMATS: dict[str, FormatSpec] = {
     )
 }
 
-_LONGEST_MAGIC = max(len(spec.magic) for spec in FORMATS.values())
+
+@dataclass(frozen=True)
+class ViewSpec:
+    """A community's layout known by its extension: over one of the formats (tskit's ``.trees`` are kastore
+    files) or in a container of its own (tszip's zip). Its module offers the hooks of a format
+    (open, info, validate, entries, cat, FORMAT_NAME), so info, ls, cat and validate show what its users
+    know; ``map`` and the views of the format underneath see the bytes as before."""
+
+    name: str
+    module: str
+    magic: bytes
+    extensions: tuple[str, ...]
+    description: str
+
+
+VIEWS: dict[str, ViewSpec] = {
+    spec.name: spec
+    for spec in (
+        ViewSpec("tskit", "arrayio.tskit", FORMATS["kastore"].magic, (".trees",),
+                 "tskit tree sequence (a kastore file)"),
+        ViewSpec("tszip", "arrayio.tszip", b"PK\x03\x04", (".tsz",),
+                 "tszip: a tree sequence's columns as Zarr v2 arrays in a zip"),
+    )
+}
+
+_LONGEST_MAGIC = max(len(magic) for magic in [*(spec.magic for spec in FORMATS.values()),
+                                               *(spec.magic for spec in VIEWS.values())])
 
 
 def _head(target: Any) -> bytes:
@@ -161,8 +188,26 @@ def format_for_extension(path: Any) -> str:
     raise UnsupportedError(f"no format uses the extension {suffix or '(none)'!r} of {os.fsdecode(path)}")
 
 
+def view_of(target: Any) -> str | None:
+    """The view whose extension ``target`` (a path, URL or RemoteFile) has and whose magic its bytes start with."""
+    if isinstance(target, RemoteFile):
+        shown = target.name
+    elif isinstance(target, (str, os.PathLike)):
+        shown = os.fsdecode(target)
+    else:
+        return None
+    suffix = os.path.splitext(shown.split("?")[0])[1].lower()
+    for spec in VIEWS.values():
+        if suffix in spec.extensions and _head(target).startswith(spec.magic):
+            return spec.name
+    return None
+
+
 def module_of_file(target: Any) -> ModuleType:
-    """The module of the format detected in ``target``; a clear error when nothing matches."""
+    """The module of the view or format detected in ``target``; a clear error when nothing matches."""
+    view = view_of(target)
+    if view is not None:
+        return importlib.import_module(VIEWS[view].module)
     name = detect(target)
     if name is None:
         shown = (target.name if isinstance(target, RemoteFile)

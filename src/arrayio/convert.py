@@ -50,6 +50,17 @@ TARGETS: dict[str, tuple[str, ...]] = {
     "zarr": ("kastore", "kast", "npz", "bloscpack", "pycauset", "npy", "zarr"),
 }
 _EXTENSIONS = {".zarr": "zarr", ".npz": "npz", ".npy": "npy"}
+# Conversions a toolkit owns, by source and target extension -> (its "module:function", the target's name):
+# tree sequences to and from tszip, bloscpack to and from python-blosc2. Each function takes
+# (source, target, storage_options=None, progress=None).
+TOOL_CONVERSIONS: dict[tuple[str, str], tuple[str, str]] = {
+    (".trees", ".tsz"): ("arrayio.tskit:to_tszip", "tszip"),
+    (".tsz", ".trees"): ("arrayio.tskit:tszip_to_trees", "tskit"),
+    (".blp", ".b2nd"): ("arrayio.blosc2:from_bloscpack", "b2nd"),
+    (".blp", ".b2frame"): ("arrayio.blosc2:from_bloscpack", "b2frame"),
+    (".b2nd", ".blp"): ("arrayio.blosc2:to_bloscpack", "bloscpack"),
+    (".b2frame", ".blp"): ("arrayio.blosc2:to_bloscpack", "bloscpack"),
+}
 
 
 class ConversionWarning(UserWarning):
@@ -256,6 +267,19 @@ def target_format(target: Any, to: str | None = None) -> str:
     return _registry.format_for_extension(target)
 
 
+def tool_conversion(source: Any, target: Any) -> tuple[Callable[..., Any], str] | None:
+    """The toolkit function converting ``source`` to ``target`` and the target's name (None: the models' own)."""
+    import importlib
+
+    suffixes = tuple(os.path.splitext(os.fspath(path).split("?")[0].rstrip("/"))[1].lower()
+                     for path in (source, target))
+    if suffixes not in TOOL_CONVERSIONS:
+        return None
+    where, name = TOOL_CONVERSIONS[suffixes]
+    module, function = where.split(":")
+    return getattr(importlib.import_module(module), function), name
+
+
 def _open_source(target: Any, fmt: str, storage_options: dict | None) -> _Source:
     if fmt == "zarr":
         return _zarr_source(target, storage_options)
@@ -429,6 +453,10 @@ def convert(source: Any, target: Any, *, to: str | None = None, compression: str
     """
     if compression not in ("zstd", "blosc"):
         raise UnsupportedError(f"convert: compression must be 'zstd' or 'blosc', not {compression!r}")
+    tool = tool_conversion(source, target) if isinstance(source, (str, os.PathLike)) else None
+    if tool is not None:
+        tool[0](source, target, storage_options=storage_options, progress=progress)
+        return tool[1]
     # storage_options serve whichever side is a URL (both, when both are)
     source_options = storage_options if is_url(source) else None
     source_name = source_format(source, source_options)

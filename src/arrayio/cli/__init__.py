@@ -199,10 +199,15 @@ def _module_of(target: Any) -> Any:
               help="Compression of zarr targets.")
 def convert(source: str, target: str, to: str | None, compression: str, storage_options: tuple[str, ...]) -> None:
     """Convert SOURCE to TARGET chunk by chunk (paths or URLs; arrayio's five formats, .zarr, .npz, .npy)."""
-    from ..convert import TARGETS, source_format, target_format, total_bytes
+    from ..convert import TARGETS, source_format, target_format, tool_conversion, total_bytes
     from ..convert import convert as convert_file
 
     options = storage_options_of(storage_options) or None
+    if tool_conversion(source, target) is not None:  # .trees <-> .tsz, .blp <-> .b2nd/.b2frame
+        with progress(os.path.basename(source), None, unit="bytes") as bar:
+            target_name = convert_file(source, target, storage_options=options, progress=bar.advance)
+        click.echo(f"{source} -> {target} ({target_name})")
+        return
     source_name, target_name = source_format(source, options), target_format(target, to)
     if target_name not in TARGETS.get(source_name, ()):
         fail(f"convert: {source_name} -> {target_name} is not a conversion the models allow; {source_name} "
