@@ -13,6 +13,8 @@ from arrayio import bloscpack, kastore, kdb, pycauset
 from arrayio import dask as arrayio_dask
 
 pytestmark = pytest.mark.slow
+# The graphs and the cluster are what these tests are about; both clients' fetch paths are tested elsewhere.
+REMOTE_CLIENTS = ("obstore",)
 
 
 def _graph_bytes(array) -> int:
