@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from .._binary import Source
+from .._edge import open_source
 from .._readers import ReaderBase
-from .._sources import is_url, resolve
 from ..errors import FormatError, Problem, UnsupportedError
 from ._errors import ERRORS, TszipClosedError
 from ._records import FORMAT_NAME, FORMAT_VERSION
@@ -293,9 +293,7 @@ def _decode(column: Column, member: Member, data: bytes) -> bytes:
 
 def load(target: Any, storage_options: dict | None = None, max_expansion: int = DEFAULT_EXPANSION) -> TszipFile:
     """Open a tszip file from a path, bytes, a URL (read in ranges) or a file object."""
-    if is_url(target):
-        target = resolve(target, storage_options)
-    return TszipFile(Source.open(target, ERRORS), max_expansion)
+    return TszipFile(open_source(target, ERRORS, storage_options), max_expansion)
 
 
 def chunk_count(length: int, chunk: int) -> int:
