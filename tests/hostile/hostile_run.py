@@ -1,7 +1,8 @@
 """Hostile inputs: each case runs in a fresh interpreter whose peak resident memory is measured.
 
 A case is Python source run as ``__main__`` of a child process on this checkout's sources. The child
-reports its peak RSS (``ru_maxrss``) when it exits, however it exits, and its data segment is capped
+reports its peak RSS (``VmHWM`` of /proc/self/status: ``ru_maxrss`` would carry the forking pytest
+process's own peak over the exec) when it exits, however it exits, and its data segment is capped
 (RLIMIT_DATA) so that a regression fails fast with a MemoryError instead of taking the shared machine.
 """
 
@@ -21,8 +22,10 @@ DATA_CAP = 3 << 30
 _PRELUDE = f"""
 import atexit, resource, sys
 resource.setrlimit(resource.RLIMIT_DATA, ({DATA_CAP}, resource.getrlimit(resource.RLIMIT_DATA)[1]))
-atexit.register(lambda: print("PEAK_MB", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
-                              file=sys.stderr))
+def _peak_mb():
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:")) // 1024
+atexit.register(lambda: print("PEAK_MB", _peak_mb(), file=sys.stderr))
 """
 
 
