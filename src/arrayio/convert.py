@@ -41,7 +41,7 @@ import numpy as np
 
 from ._binary import atomic_folder, atomic_write
 from ._keyed_tree import key_of_zarr_path, unmappable_keys, zarr_path_of_key
-from ._registry import FORMATS, FormatSpec, detect, format_for_extension, spec_of_file
+from ._registry import FORMATS, FormatSpec, format_for_extension, spec_of_file
 from ._sources import RemoteFile, is_url, resolve
 from ._tree import Array, Group, tree_of
 from .errors import ConversionWarning, UnsupportedError
@@ -435,10 +435,7 @@ def source_format(target: Any, storage_options: dict | None = None) -> str:
             return "zarr"
         if is_url(text):
             target = resolve(text, storage_options)
-    name = detect(target)
-    if name is None:
-        spec_of_file(target)  # raises the registry's "not a file of any known format"
-    return str(name)
+    return spec_of_file(target).name  # a clear error when no format's magic bytes match
 
 
 def target_format(target: Any, to: str | None = None) -> str:
