@@ -38,7 +38,7 @@ def _read(file: kdb.KdbFile) -> None:
 def exercise(path: str, data: bytes) -> None:
     """Every public read path of kdb over one input."""
     if read_mapped(path, data, FORMAT, kdb.open, _read):
-        rows = kdb.entries(path)
+        rows = kdb.open(path).entries()
         with kdb.open(path) as reader:
             for row in rows[:1]:
                 for _ in reader.cat(row["name"]):

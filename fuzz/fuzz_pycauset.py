@@ -44,7 +44,7 @@ def exercise(path: str, data: bytes) -> None:
     """Every public read path of the pycauset container over one input."""
     pycauset.summarize_container(path)
     if read_mapped(path, data, FORMAT, pycauset.load, lambda container: _read(container, path)):
-        keys = [row["name"] for row in pycauset.entries(path) if row["name"].startswith("metadata.")]
+        keys = [row["name"] for row in pycauset.open(path).entries() if row["name"].startswith("metadata.")]
         with pycauset.open(path) as reader:
             for name in ["metadata", *keys[:1]]:  # the whole tree, and one key's lookup
                 for _ in reader.cat(name):

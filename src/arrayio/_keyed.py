@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterator, NamedTuple, overload
 import numpy as np
 
 from ._binary import Source, Writer, is_path, output_stream
-from ._readers import ReaderBase, entries_of, info_of, problems_of
+from ._readers import ReaderBase, problems_of
 from ._sources import is_remote, is_url, resolve
 from ._text import value_lines
 from .errors import ClosedError, ErrorKinds, FormatError, Problem, UnsupportedError, current_origin, offsets_from
@@ -660,8 +660,6 @@ class KeyedHooks(NamedTuple):
 
     open: Callable[..., Store]
     validate: Callable[[Any], list[Problem]]
-    info: Callable[[Any], dict]
-    entries: Callable[[Any], list[dict]]
     demo: Callable[[Any], Any]
     save: Callable[[Any, Any, dict], None]
 
@@ -681,14 +679,6 @@ def keyed_hooks(load: Callable[..., Store], loads: Callable[[Any], Store], dump:
         """Every problem: load errors, unsorted keys, non-zero reserved/padding bytes, bad trailing bytes."""
         return problems_of(open, path)
 
-    def info(path: Any) -> dict:
-        """Header facts and one row per key."""
-        return info_of(open, path)
-
-    def entries(path: Any) -> list[dict]:
-        """Rows for ``arrayio ls``: key, dtype, shape, size in bytes."""
-        return entries_of(open, path)
-
     def demo(folder: Any) -> Any:
         """Write a sample store of all ten dtypes, load it back and check every array."""
         return write_sample(dump, load, Path(folder) / demo_name)
@@ -697,7 +687,7 @@ def keyed_hooks(load: Callable[..., Store], loads: Callable[[Any], Store], dump:
         """Write a mapping of key -> 1-D array of the array model (``arrayio convert``)."""
         dump(values, path)
 
-    return KeyedHooks(open, validate, info, entries, demo, save)
+    return KeyedHooks(open, validate, demo, save)
 
 
 def write_sample(dump: Callable[[Any, Any], None], load: Callable[[Any], Store], path: Any) -> Any:

@@ -1,17 +1,11 @@
-"""Format name -> module, and detection by magic bytes.
+"""The registry: format name -> FormatSpec, built from the format packages, and detection by magic bytes.
 
-Every format module named here offers the same small protocol, which the
-top-level functions and the generic CLI commands use:
-
-    open(path)               -> the format's reader (an arrayio.Reader)
-    info(path)               -> open(path).info(): dict of JSON-friendly facts about the file
-    validate(path)           -> open(path).validate(): list[Problem] (empty = valid); never raises for a bad file
-    entries(path)            -> open(path).entries(): list[dict] with at least "name" (for `arrayio ls`)
-    demo(folder)             -> Path of a small sample file it wrote, read back and checked
-
-``load(path)`` / ``dump(mapping, path)`` are also offered by the formats whose
-model is a mapping of names to arrays (``model == "mapping"``), which is what
-``arrayio convert`` needs.
+Each package in ``_PACKAGES`` declares ``FORMAT = FormatSpec(...)`` at the bottom of its
+``__init__``; nothing about a format is written here but its registry line. What the
+CLI and the views need of a file they get from the spec (``open``, ``tree``, ``sections``,
+``demo``) and from the reader it opens (the :class:`Reader` protocol: ``info``,
+``validate``, ``entries``, ``cat``). A format's module keeps ``validate(path)``, which
+also judges files that do not open.
 """
 
 from __future__ import annotations

@@ -255,7 +255,7 @@ def test_no_descriptor_leaks(tmp_path, store_path):
             with pytest.raises(kastore.FileFormatError):
                 kastore.load(bad, read_all=read_all)
         kastore.validate(store_path)
-        kastore.info(store_path)
+        kastore.open(store_path).info()
         list(kastore.open(store_path).cat("int8"))
     del kept, store
     gc.collect()

@@ -1,4 +1,4 @@
-"""The registry protocol of bloscpack: open, info, validate, entries, demo."""
+"""The registry protocol of bloscpack: open, validate, demo."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from .._readers import entries_of, info_of, problems_of
+from .._readers import problems_of
 from .._sources import resolve
 from ..errors import ArrayIOError, Problem
 from ._reader import BloscpackFile, open_file
@@ -20,19 +20,11 @@ def open(path: Any, storage_options: dict | None = None) -> BloscpackFile:  # no
     return open_file(resolve(path, storage_options) if storage_options else path)
 
 
-def info(path: Any) -> dict:
-    """Facts about a bloscpack file (header, metadata, first chunk), without decoding any data."""
-    return info_of(open, path)
-
 
 def validate(path: Any) -> list[Problem]:
     """Every problem found in the file, with every checksum verified and every chunk decoded (empty = valid)."""
     return problems_of(open, path)
 
-
-def entries(path: Any) -> list[dict]:
-    """One row per chunk: name ``chunkN``, byte offset, compressed and uncompressed sizes, codec."""
-    return entries_of(open, path)
 
 
 def demo(folder: Path) -> Path:

@@ -1,4 +1,4 @@
-"""The registry protocol of kdb: open, info, validate, entries, demo."""
+"""The registry protocol of kdb: open, validate, demo."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from .._readers import entries_of, info_of, problems_of
+from .._readers import problems_of
 from .._sources import resolve
 from ..errors import ArrayIOError, Problem
 from ._reader import KdbFile, open_file
@@ -21,19 +21,11 @@ def open(path: Any, *, on_bad_image: str = "raise",  # noqa: A001 - mirrors arra
     return open_file(resolve(path, storage_options) if storage_options else path, on_bad_image=on_bad_image)
 
 
-def info(path: Any) -> dict:
-    """Episodes, frames, dims, cameras, embodiments and tasks of a .kdb file."""
-    return info_of(open, path)
-
 
 def validate(path: Any, *, decode_images: bool = True) -> list[Problem]:
     """Every problem found in a .kdb file (empty list: valid); never raises for a bad file."""
     return problems_of(open, path, decode_images=decode_images)
 
-
-def entries(path: Any) -> list[dict]:
-    """One row per episode: id, frames, dims, fps, success, total reward, embodiment, task."""
-    return entries_of(open, path)
 
 
 def demo(folder: Path) -> Path:

@@ -34,7 +34,7 @@ from ._matrices import (
     symmetric,
     triangular,
 )
-from ._protocol import demo, entries, info, open, validate
+from ._protocol import demo, open, validate
 from ._reader import (
     Container,
     SlotSummary,
@@ -65,8 +65,6 @@ __all__ = [
     "demo",
     "diagonal",
     "encode_metadata",
-    "entries",
-    "info",
     "load",
     "open",
     "read_typed_metadata",

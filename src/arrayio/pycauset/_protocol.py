@@ -1,4 +1,4 @@
-"""The registry protocol for the pycauset container: info, validate, entries, demo."""
+"""The registry protocol for the pycauset container: validate, demo."""
 
 from __future__ import annotations
 
@@ -8,16 +8,11 @@ from typing import Any
 import numpy as np
 
 from .._binary import Source
-from .._readers import entries_of, info_of, problems_of
+from .._readers import problems_of
 from ..errors import FormatError, Problem
 from ._errors import ERRORS
 from ._reader import Container, load, source_problems
 from ._writer import save, update_metadata
-
-
-def info(path: Any) -> dict[str, Any]:
-    """Both slots, the active one, the matrix identity and the metadata tree, JSON-friendly."""
-    return info_of(open, path)
 
 
 def _unopenable(path: Any, error: FormatError) -> list[Problem]:
@@ -30,10 +25,6 @@ def validate(path: Any) -> list[Problem]:
     """Every problem found: preamble, both slots (CRC, alignment, ranges), blocks, identity, payload length."""
     return problems_of(open, path, _unopenable)
 
-
-def entries(path: Any) -> list[dict[str, Any]]:
-    """The matrix and each top-level metadata key, as rows for ``arrayio ls``."""
-    return entries_of(open, path)
 
 
 def open(path: Any, storage_options: dict | None = None) -> Container:  # noqa: A001 - the protocol's name
