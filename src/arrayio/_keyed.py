@@ -250,9 +250,10 @@ class Store(ReaderBase, Mapping):
         with offsets_from(self._origin):
             return self._layout.canonical_problems(self) + _trailing_problems(self)
 
-    def cat(self, key: str) -> Iterator[str]:
-        """The values of ``key``, one per line (as ``kastore dump`` prints them); KeyError when absent."""
-        yield from value_lines(self[key])
+    def cat(self, key: str, numbers: bool = False) -> Iterator[str]:
+        """The values of ``key``, one per line (as ``kastore dump`` prints them), text bytes as text unless
+        ``numbers``; KeyError when absent."""
+        yield from value_lines(self[key], numbers)
 
     def extent(self, key: str) -> tuple[int, int]:
         """Byte offset (from the store's start) and byte length of ``key``'s array."""

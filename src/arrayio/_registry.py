@@ -54,8 +54,9 @@ class Reader(Protocol):
         """What ``arrayio ls`` lists: one dict per key, chunk, episode or part, each with a ``name``."""
         ...
 
-    def cat(self, name: str) -> Iterator[str]:
-        """What ``arrayio cat`` prints of entry ``name``, a line at a time; KeyError when there is none."""
+    def cat(self, name: str, numbers: bool = False) -> Iterator[str]:
+        """What ``arrayio cat`` prints of entry ``name``, a line at a time (byte text as text unless
+        ``numbers``); KeyError when there is none."""
         ...
 
     def close(self) -> None:

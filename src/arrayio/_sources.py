@@ -33,6 +33,7 @@ from typing import Any, BinaryIO, NamedTuple
 from urllib.parse import urlsplit
 
 from ._binary import Source, atomic_write
+from ._optional import require
 from .errors import ErrorKinds, ObjectChangedError, RemoteError, UnsupportedError
 
 __all__ = [
@@ -119,13 +120,18 @@ def expand_url_pattern(pattern: str, storage_options: dict | None = None) -> lis
     if _is_http(pattern):
         raise UnsupportedError(f"{pattern}: HTTP(S) servers cannot be listed, so a glob over them cannot be "
                                f"expanded; give the URLs one by one")
-    import fsspec
-
+    fsspec = require("fsspec", "a URL glob")
     fs, path = fsspec.core.url_to_fs(pattern, **(storage_options or {}))
     chain, target = _chain_and_target(pattern)
     # The pattern's own scheme, not the filesystem's first name (adlfs would turn az:// into abfs://).
     scheme = target.partition("://")[0]
-    return sorted(f"{chain}{scheme}://{match}" for match in fs.glob(path))
+    try:
+        matches = fs.glob(path)
+    except (FileNotFoundError, PermissionError):
+        raise
+    except Exception as error:  # noqa: BLE001 - botocore/gcsfs/aiohttp errors become one named error
+        raise RemoteError(f"{pattern}: cannot list ({type(error).__name__}: {error})") from None
+    return sorted(f"{chain}{scheme}://{match}" for match in matches)
 
 
 def resolve(target: Any, storage_options: dict | None = None) -> Any:
@@ -174,9 +180,7 @@ class _AsyncTransport(abc.ABC):
     url: str
 
     def get(self, start: int, stop: int) -> _Response:
-        from fsspec.asyn import sync
-
-        return sync(self.fs.loop, self._get, start, stop)
+        return require("fsspec.asyn", "reading URLs").sync(self.fs.loop, self._get, start, stop)
 
     @abc.abstractmethod
     async def _get(self, start: int, stop: int) -> _Response:
@@ -205,8 +209,7 @@ class _HTTPTransport(_AsyncTransport):
         self.url = url
 
     async def _get(self, start: int, stop: int) -> _Response:
-        import aiohttp
-
+        aiohttp = require("aiohttp", "reading http(s) URLs")
         options = dict(self.fs.kwargs)
         headers = dict(options.pop("headers", None) or {})
         headers["Range"] = f"bytes={start}-{stop - 1}"
@@ -418,8 +421,7 @@ class RemoteFile:
     def __init__(self, target: Any, storage_options: dict | None = None, *,
                  cache_bytes: int = DEFAULT_CACHE_BYTES, readahead: int = DEFAULT_READAHEAD,
                  size: int | None = None, etag: str | None = None) -> None:
-        import fsspec
-
+        fsspec = require("fsspec", "reading URLs")
         self.storage_options = dict(storage_options or {})
         if _open_file(target):
             fs, path = target.fs, target.path
@@ -657,8 +659,7 @@ def _target_fs(target: Any) -> tuple[Any, str, str]:
         return target.fs, target.path, target.url
     if _open_file(target):
         return target.fs, target.path, target.full_name
-    import fsspec
-
+    fsspec = require("fsspec", "reading URLs")
     fs, path = fsspec.core.url_to_fs(target)
     return fs, path, target
 

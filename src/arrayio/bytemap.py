@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._binary import Source
+from ._optional import require
 from ._registry import FORMATS, detect
 from .errors import ArrayIOError, FormatError, Problem
 
@@ -209,7 +210,7 @@ def map_source(source: Source, format_name: str, name: str = "<data>",
 
 def map_file(target: Any, format_name: str | None = None, *, check: bool = True) -> ByteMap:
     """Detect ``target``'s format (or use ``format_name``), map it, and run ``validate`` when ``check``."""
-    name = os.fsdecode(target) if isinstance(target, (str, bytes, os.PathLike)) else "<data>"
+    name = os.fsdecode(target) if isinstance(target, (str, bytes, os.PathLike)) else getattr(target, "name", "<data>")
     if format_name is None:
         format_name = detect(target)
         if format_name is None:
@@ -281,6 +282,7 @@ def draw_png(bytemap: ByteMap, out: Any, width: int = 1200) -> tuple[int, int]:
     there is room, problems are red lines at their byte offsets, and where
     parsing stopped is a dashed red line.
     """
+    require("matplotlib", "arrayio map --png")
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch, Rectangle

@@ -41,6 +41,7 @@ import numpy as np
 
 from ._binary import atomic_folder, atomic_write
 from ._keyed_tree import key_of_zarr_path, unmappable_keys, zarr_path_of_key
+from ._optional import require
 from ._registry import FORMATS, FormatSpec, format_for_extension, spec_of_file
 from ._sources import RemoteFile, is_url, resolve
 from ._tree import Array, Group, tree_of
@@ -166,8 +167,7 @@ def _arrayio_source(target: Any, storage_options: dict | None) -> _Source:
 
 
 def _zarr_source(target: Any, storage_options: dict | None) -> _Source:
-    import zarr
-
+    zarr = require("zarr", "convert from zarr")
     node = zarr.open(target, mode="r", storage_options=storage_options)
     if isinstance(node, zarr.Array):  # an array at the store's root (zarr.save("x.zarr", a))
         return _Source("zarr", {"": {}}, [_zarr_array("array", node)], lambda: None)
@@ -291,10 +291,9 @@ def _shown(attributes: dict, names: set[str]) -> str:
 # --------------------------------------------------------------------------- writers
 
 def _write_zarr(source: _Source, path: Path, compression: str, progress: Progress) -> None:
-    import zarr
-    from zarr.codecs import BloscCodec, ZstdCodec
-
-    compressor = ZstdCodec(level=3) if compression == "zstd" else BloscCodec(cname="zstd", clevel=5,
+    zarr = require("zarr", "convert to zarr")
+    codecs = require("zarr.codecs", "convert to zarr")
+    compressor = codecs.ZstdCodec(level=3) if compression == "zstd" else codecs.BloscCodec(cname="zstd", clevel=5,
                                                                              shuffle="shuffle")
     root = zarr.open_group(str(path), mode="w-", zarr_format=3, attributes=source.groups.get("", {}))
     for group_path, attributes in source.groups.items():

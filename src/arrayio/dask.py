@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from ._optional import require
 from ._registry import spec_of_file
 from ._sources import RemoteFile, is_url, resolve
 from ._tree import Array, Group, tree_of
@@ -121,6 +122,7 @@ def _array(read: Any, args: tuple, step: int, shape: tuple[int, ...], dtype: np.
 
     A blockwise layer, so the reads fuse with what follows them (``.sum()`` is one task per block).
     """
+    require("dask.array", "arrayio.dask")
     import dask.array
 
     rows = shape[0]
@@ -134,9 +136,7 @@ def _rows_per_block(row_bytes: int, block_bytes: int) -> int:
 
 
 def _token(*parts: Any) -> str:
-    from dask.base import tokenize
-
-    return tokenize(*parts)
+    return str(require("dask.base", "arrayio.dask").tokenize(*parts))
 
 
 def _pick(root: Group, key: str | None) -> tuple[str, Array]:
@@ -188,6 +188,7 @@ def _read_chunks(location: str, options: dict, size: int | None, etag: str | Non
 
 def _model_array(array: Array, path: str, location: tuple, name: str) -> Any:
     """One dask chunk per model chunk; runs of chunks along the first axis when there would be over MAX_BLOCKS."""
+    require("dask.array", "arrayio.dask")
     import dask.array
 
     per_block = max(1, -(-array.nchunks // MAX_BLOCKS))
@@ -258,7 +259,8 @@ def validate_checked(targets: list[Any], client: Any = None,
                      storage_options: dict | None = None) -> dict[Any, tuple[str | None, list[Problem]]]:
     """{target: (format name, problems)} computed on ``client`` (a local cluster when None)."""
     if client is None:
-        from distributed import Client, LocalCluster
+        distributed = require("distributed", "validating on a dask cluster")
+        Client, LocalCluster = distributed.Client, distributed.LocalCluster
 
         with LocalCluster(processes=True, n_workers=min(4, os.cpu_count() or 1), threads_per_worker=1,
                           dashboard_address=None) as cluster, Client(cluster) as local:

@@ -11,6 +11,8 @@
       ClosedError                 the reader was closed (also a ValueError)
       WriteError                  a write, fsync, rename or truncate failed (also an OSError,
                                   with the errno); the message names the operation and the path
+      MissingDependencyError      an optional package is not installed (also an ImportError); the
+                                  message names the extra that installs it
 
 ``Problem`` is what ``validate()`` returns: one finding, with the same parts a
 ``FormatError`` carries.
@@ -44,6 +46,7 @@ __all__ = [
     "ConversionWarning",
     "ClosedError",
     "WriteError",
+    "MissingDependencyError",
     "Problem",
     "RemoteError",
     "ObjectChangedError",
@@ -188,6 +191,10 @@ class WriteError(ArrayIOError, OSError):
 
     def __reduce__(self) -> Any:
         return (_rebuild_write_error, (self.operation, self.path, self.errno, self.strerror))
+
+
+class MissingDependencyError(ArrayIOError, ImportError):
+    """A feature needs an optional package that is not installed; the message says how to install it."""
 
 
 def _rebuild_write_error(operation: str, path: str, errno: int, strerror: str) -> WriteError:

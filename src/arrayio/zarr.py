@@ -22,14 +22,14 @@ from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any
 
 import numpy as np
-from zarr.abc.store import (
-    ByteRequest,
-    OffsetByteRequest,
-    RangeByteRequest,
-    Store,
-    SuffixByteRequest,
-)
-from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
+
+try:
+    from zarr.abc.store import ByteRequest, OffsetByteRequest, RangeByteRequest, Store, SuffixByteRequest
+    from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
+except ModuleNotFoundError as error:  # say which extra installs it
+    from ._optional import missing
+
+    raise missing("zarr", "arrayio.zarr (zarr views, convert to zarr, refs)") from error
 
 from . import _tree
 from ._codecs import encode_chunk

@@ -79,7 +79,9 @@ def test_every_group_and_verb_fails_with_one_arrayio_line(cli, demos, tmp_path):
         assert len(lines) == 1 and lines[0].startswith("arrayio: "), (args, lines)
     assert cli("info", missing).stderr.decode() == f"arrayio: {missing}: No such file or directory\n"
     assert cli("kdb", "show", demos["kdb"], "7").stderr.decode() == "arrayio: kdb: episode 7 is outside 0..2\n"
-    assert cli("cat", demos["kastore"], "nope").stderr.decode() == "arrayio: no such entry: 'nope'\n"
+    assert cli("cat", demos["kastore"], "nope").stderr.decode() == (
+        f"arrayio: {demos['kastore']}: no such entry: 'nope'; its entries: float32, float64, float64/linspace, int16, "
+        f"int32, int64, int8, uint16, uint32, uint64 and 1 more (`arrayio ls {demos['kastore']}` lists them)\n")
 
 
 # ---- info ----------------------------------------------------------------------------------------

@@ -7,16 +7,16 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
-from .._text import value_lines
+from .._text import TEXT_LIMIT, value_lines
 from ._errors import ERRORS
 
 
 class EntryLines:
     """``cat(name)`` of the bloscpack reader (a mixin: the reader module stays within its size)."""
 
-    def cat(self: Any, name: str) -> Iterator[str]:
+    def cat(self: Any, name: str, numbers: bool = False) -> Iterator[str]:
         """Lines for ``arrayio cat``: ``data`` prints every value (storage order), ``chunkN`` one chunk's
-        values, ``metadata`` the JSON metadata."""
+        values, ``metadata`` the JSON metadata; a byte stream that is text prints as text unless ``numbers``."""
         nchunks = self.nchunks
         if name == "metadata":
             yield json.dumps(self.metadata, indent=2, ensure_ascii=False)
@@ -29,12 +29,13 @@ class EntryLines:
             if len(chunk) % self.dtype.itemsize:
                 raise ERRORS.invalid(f"chunk {index}", self.chunk_location(index)[0],
                                      f"a whole number of {self.dtype.itemsize}-byte items", f"{len(chunk)} bytes")
-            yield from value_lines(chunk.view(self.dtype))
+            yield from value_lines(chunk.view(self.dtype), numbers)
             return
         if name != "data":
             raise KeyError(name)
-        if self.order != "C" or not self.shape:
-            yield from value_lines(self.read())
+        small_vector = len(self.shape) == 1 and self.nbytes is not None and self.nbytes <= TEXT_LIMIT
+        if self.order != "C" or not self.shape or small_vector:  # a small vector may be text: read it whole
+            yield from value_lines(self.read(), numbers)
             return
         per_row = max(1, math.prod(self.shape[1:]))
         step = max(1, (1 << 20) // per_row)

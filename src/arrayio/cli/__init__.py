@@ -1,7 +1,8 @@
 """The ``arrayio`` command: generic verbs for every format plus one group per format with extra verbs.
 
-Exit codes: 0 success, 1 a file problem (invalid file, format error), 2 usage, 141 closed stdout.
-Every verb and group runs through one error wrapper (:func:`._common.run`).
+Exit codes: 0 success, 1 a file problem (invalid file, format error), 2 usage, 130 interrupted,
+141 closed stdout. Every verb and group runs through one error wrapper (:func:`._common.run`); their
+help texts and shared flags come from the one table in :mod:`._table`.
 """
 
 from __future__ import annotations
@@ -11,38 +12,37 @@ import importlib.util
 import json
 import os
 import tempfile
+from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import click
 
 from .. import __version__
+from .. import foreign as foreign_files
 from .. import info as file_info
 from .. import validate as file_problems
+from .._optional import require
 from .._registry import available_formats, module_for, spec_of_file
 from ..errors import ArrayIOError, FormatError, Problem
 from ._common import (
     emit_json,
     fail,
-    json_option,
     problem_object,
     progress,
     run,
-    storage_option,
     storage_options_of,
     table_lines,
     target_of,
     tree_lines,
     write_lines,
 )
+from ._table import GROUPS, command
 
-# Per-format command groups, imported only when their verb is used: name -> (module, attribute, help).
-FORMAT_GROUPS = {
-    "bloscpack": ("arrayio.cli.bloscpack", "bloscpack",
-                  "bloscpack tools (alias: blpk): compress, decompress, append, info"),
-    "kdb": ("arrayio.cli.kdb", "kdb", "kdb (KINO) tools: ingest, export, show"),
-}
-GROUP_ALIASES = {"blpk": "bloscpack"}
+# Per-format command groups, imported only when their verb is used.
+FORMAT_GROUPS = {group.name: group for group in GROUPS}
+GROUP_ALIASES = {alias: group.name for group in GROUPS for alias in group.aliases}
 
 
 class _Group(click.Group):
@@ -54,8 +54,7 @@ class _Group(click.Group):
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         name = GROUP_ALIASES.get(name, name)
         if name in FORMAT_GROUPS:
-            module_name, attribute, _help = FORMAT_GROUPS[name]
-            return getattr(importlib.import_module(module_name), attribute)
+            return getattr(importlib.import_module(FORMAT_GROUPS[name].module), name)
         return super().get_command(ctx, name)
 
     def main(self, args: Any = None, prog_name: str | None = None, **extra: Any) -> Any:  # type: ignore[override]  # no standalone_mode: it always exits
@@ -64,7 +63,7 @@ class _Group(click.Group):
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         limit = formatter.width - 6 - max(map(len, self.list_commands(ctx)))
-        rows = [(name, FORMAT_GROUPS[name][2] if name in FORMAT_GROUPS
+        rows = [(name, FORMAT_GROUPS[name].summary() if name in FORMAT_GROUPS
                  else self.commands[name].get_short_help_str(limit)) for name in self.list_commands(ctx)]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
@@ -72,17 +71,17 @@ class _Group(click.Group):
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "-V", "--version", prog_name="arrayio")
-def main() -> None:
+@click.option("--debug", is_flag=True, help="Show the traceback of an unexpected error.")
+def main(debug: bool) -> None:
     """Read, write, inspect and validate kastore, kast, bloscpack, kdb and pycauset files."""
 
 
-@main.command()
-@click.argument("file", type=click.Path(dir_okay=False))
-@json_option
-@storage_option
+@command(main, "info")
+@click.argument("file")
 def info(file: str, as_json: bool, storage_options: tuple[str, ...]) -> None:
     """Show what FILE (a path or a URL) holds (format detected from its magic bytes)."""
-    facts = file_info(target_of(file, storage_options))
+    target = target_of(file, storage_options)
+    facts = foreign_files.info(target) if foreign_files.kind_of(target) else file_info(target)
     if as_json:
         emit_json(facts)
     else:
@@ -103,6 +102,12 @@ def _file_report(file: str, pairs: tuple[str, ...]) -> dict[str, Any]:
     return {"file": file, "format": name, "problems": problems}
 
 
+def _without_name(problem: Problem, file: str) -> Problem:
+    """The problem without a leading "FILE: ": validate's line starts with the file already."""
+    prefix = f"{file}: "
+    return replace(problem, message=problem.message[len(prefix):]) if problem.message.startswith(prefix) else problem
+
+
 def _reports_on_dask(files: tuple[str, ...], address: str, pairs: tuple[str, ...]) -> list[dict[str, Any]]:
     """The reports of ``files``, validated in parallel on a dask.distributed scheduler."""
     from .. import dask as arrayio_dask
@@ -111,31 +116,27 @@ def _reports_on_dask(files: tuple[str, ...], address: str, pairs: tuple[str, ...
     if address == "local":
         results = arrayio_dask.validate_checked(list(files), storage_options=options)
     else:
-        from distributed import Client
-
-        with Client(address) as client:
+        distributed = require("distributed", "validate --dask")
+        with distributed.Client(address) as client:
             results = arrayio_dask.validate_checked(list(files), client, storage_options=options)
     return [{"file": file, "format": results[file][0], "problems": results[file][1]} for file in files]
 
 
-@main.command()
-@click.argument("files", metavar="FILE...", nargs=-1, required=True, type=click.Path())
-@json_option
+@command(main, "validate")
+@click.argument("files", metavar="FILE...", nargs=-1, required=True)
 @click.option("--dask", "dask_address", is_flag=False, flag_value="local", default=None, metavar="[ADDRESS]",
               help="Validate the files in parallel on a dask.distributed scheduler at ADDRESS "
                    "(a local cluster when no address is given: put --dask last or use --dask=ADDRESS).")
-@storage_option
 @click.pass_context
 def validate(ctx: click.Context, files: tuple[str, ...], as_json: bool, dask_address: str | None,
              storage_options: tuple[str, ...]) -> None:
-    """Check every FILE (paths or URLs) completely; exit 0 only when all are valid.
-
-    One line per problem, each starting with its file; exit 1 when any file has a problem.
-    """
+    """Check every FILE (paths or URLs) completely; exit 0 only when all are valid."""
     if dask_address is not None:
         reports = _reports_on_dask(files, dask_address, storage_options)
     else:
         reports = [_file_report(file, storage_options) for file in files]
+    for report in reports:
+        report["problems"] = [_without_name(problem, report["file"]) for problem in report["problems"]]
     valid = not any(report["problems"] for report in reports)
     if as_json:
         emit_json({"valid": valid, "files": [
@@ -151,17 +152,14 @@ def validate(ctx: click.Context, files: tuple[str, ...], as_json: bool, dask_add
     ctx.exit(0 if valid else 1)
 
 
-@main.command(name="ls")
-@click.argument("file", type=click.Path(dir_okay=False))
+@command(main, "ls")
+@click.argument("file")
 @click.option("-l", "--long", "long_", is_flag=True, help="A table of every entry's type, shape and size.")
 @click.option("--bytes", "exact", is_flag=True, help="Exact byte counts instead of human-readable sizes.")
-@json_option
-@storage_option
 def ls_command(file: str, long_: bool, exact: bool, as_json: bool, storage_options: tuple[str, ...]) -> None:
     """List the entries (keys, arrays, episodes, chunks) of FILE (a path or a URL)."""
     target = target_of(file, storage_options)
-    with spec_of_file(target).open(target) as reader:
-        rows = reader.entries()
+    rows = _module_of(target).entries(target)
     if as_json:
         emit_json(rows)
     elif long_ and rows:
@@ -170,33 +168,55 @@ def ls_command(file: str, long_: bool, exact: bool, as_json: bool, storage_optio
         write_lines(str(row["name"]) for row in rows)
 
 
-@main.command()
-@click.argument("file", type=click.Path(dir_okay=False))
+@command(main, "cat")
+@click.argument("file")
 @click.argument("key")
-@storage_option
-def cat(file: str, key: str, storage_options: tuple[str, ...]) -> None:
-    """Print the values of entry KEY of FILE (a path or a URL), one per line.
-
-    Values are streamed as they are read: the first line appears at once, whatever the size.
-    """
+@click.option("--numbers", is_flag=True, help="Print uint8/int8 text and JSON as numbers too.")
+def cat(file: str, key: str, numbers: bool, storage_options: tuple[str, ...]) -> None:
+    """Print the values of entry KEY of FILE (a path or a URL), one per line, streamed."""
     target = target_of(file, storage_options)
+    module = _module_of(target)
     try:
-        with spec_of_file(target).open(target) as reader:
-            write_lines(reader.cat(key))
+        write_lines(module.cat(target, key, numbers=numbers))
     except KeyError as error:
         if error.args == (key,):
-            fail(f"no such entry: {key!r}")
+            names = [str(row["name"]) for row in module.entries(target)]
+            shown = ", ".join(names[:10]) + (f" and {len(names) - 10} more" if len(names) > 10 else "")
+            fail(f"{file}: no such entry: {key!r}; its entries: {shown or 'none'} (`arrayio ls {file}` lists them)")
         raise
 
 
-@main.command()
+def _module_of(target: Any) -> Any:
+    """What lists and prints ``target``: its arrayio reader, or the reader of the numpy/zarr files convert writes."""
+    return foreign_files if foreign_files.kind_of(target) else _ARRAYIO_FILES
+
+
+class _ArrayioFiles:
+    """``ls`` and ``cat`` of an arrayio file: its reader's ``entries()`` and ``cat()``, the reader open meanwhile."""
+
+    @staticmethod
+    def entries(target: Any) -> list[dict[str, Any]]:
+        """The reader's entries."""
+        with spec_of_file(target).open(target) as reader:
+            return reader.entries()
+
+    @staticmethod
+    def cat(target: Any, key: str, numbers: bool = False) -> Iterator[str]:
+        """The reader's lines of entry ``key``, streamed while it is open."""
+        with spec_of_file(target).open(target) as reader:
+            yield from reader.cat(key, numbers)
+
+
+_ARRAYIO_FILES = _ArrayioFiles()
+
+
+@command(main, "convert")
 @click.argument("source")
 @click.argument("target")
 @click.option("--to", "to", help="Target format (kastore, kast, bloscpack, pycauset, zarr, npz, npy); "
               "default: TARGET's extension.")
 @click.option("--compression", type=click.Choice(["zstd", "blosc"]), default="zstd", show_default=True,
               help="Compression of zarr targets.")
-@storage_option
 def convert(source: str, target: str, to: str | None, compression: str, storage_options: tuple[str, ...]) -> None:
     """Convert SOURCE to TARGET chunk by chunk (paths or URLs; arrayio's five formats, .zarr, .npz, .npy)."""
     from ..convert import convert as convert_file
@@ -213,10 +233,9 @@ def convert(source: str, target: str, to: str | None, compression: str, storage_
     click.echo(f"{source} ({source_name}) -> {target} ({target_name})")
 
 
-@main.command()
+@command(main, "refs")
 @click.argument("file")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the references here (default: stdout).")
-@storage_option
 def refs(file: str, output: str | None, storage_options: tuple[str, ...]) -> None:
     """Write kerchunk references (version 1) for FILE's arrays, and what was left out."""
     from ..kerchunk import references
@@ -246,9 +265,8 @@ def _demo_one(name: str, folder: Path) -> dict[str, Any]:
             "problems": problems}
 
 
-@main.command()
+@command(main, "demo")
 @click.argument("folder", required=False, type=click.Path(file_okay=False))
-@json_option
 @click.pass_context
 def demo(ctx: click.Context, folder: str | None, as_json: bool) -> None:
     """Write, read back and validate a sample file of every format."""
@@ -266,9 +284,7 @@ def demo(ctx: click.Context, folder: str | None, as_json: bool) -> None:
     ctx.exit(0 if all(result["valid"] for result in results) else 1)
 
 
-from ._map import map_command  # noqa: E402 - a verb in its own module, registered once main exists
-
-main.add_command(map_command)
+from . import _map  # noqa: E402,F401 - a verb in its own module, registered on main by importing it
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -1,8 +1,10 @@
 """What every verb and group of the ``arrayio`` command shares: the one error wrapper, the one
 progress bar, and the text renderings (human sizes, the ``info`` tree, the ``ls`` table).
 
-Exit codes: 0 success, 1 a file problem (invalid file, format or OS error), 2 usage,
-141 when the reader of our output went away (``| head``), as Unix tools report SIGPIPE.
+Exit codes: 0 success, 1 a file problem (invalid file, format or OS error), 2 usage, 130
+interrupted, 141 when the reader of our output went away (``| head``), as Unix tools report SIGPIPE.
+Every failure is one ``arrayio:`` line on stderr (a JSON error object on stdout under --json);
+warnings are ``arrayio: warning:`` lines; a traceback only with ``arrayio --debug``.
 """
 
 from __future__ import annotations
@@ -12,11 +14,13 @@ import itertools
 import json
 import os
 import sys
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, NoReturn
 
 import click
 
+from .._optional import install_hint
 from .._sources import is_url, resolve
 from ..errors import ArrayIOError, FormatError, Problem, describe
 
@@ -25,8 +29,9 @@ EXIT_PIPE_CLOSED = 128 + 13  # what a shell reports for a tool killed by SIGPIPE
 EXIT_INTERRUPTED = 128 + 2
 
 # What a user can cause (a bad file, a missing path, an unknown key, a bad value): one line, exit 1.
-# Anything else is a bug and keeps its traceback.
+# Anything else is a bug: one line too, and its traceback with --debug.
 USER_ERRORS = (ArrayIOError, OSError, KeyError, IndexError, ValueError, ImportError)
+DEBUG_FLAG = "--debug"
 
 
 class Failure(Exception):
@@ -57,8 +62,8 @@ def error_text(error: BaseException) -> str:
         return os_error_text(error)
     if isinstance(error, click.ClickException):
         return error.format_message()
-    if isinstance(error, ImportError):
-        return f"this command needs an optional dependency: {error} (pip install 'arrayio[all]')"
+    if isinstance(error, ImportError):  # raised inside another package (fsspec's "Install gcsfs ..."), not by require
+        return f"this command needs an optional package: {error}; {install_hint(error.name)}"
     return str(error)
 
 
@@ -113,6 +118,12 @@ def storage_option(function: Callable) -> Callable:
                         help="An fsspec storage option for URLs (repeatable; dotted keys nest).")(function)
 
 
+def force_option(function: Callable) -> Callable:
+    """The ``-f/--force`` flag of every verb that writes a file: replace an existing target (as ``force``)."""
+    return click.option("-f", "--force", "force", is_flag=True,
+                        help="Replace an existing output file.")(function)
+
+
 def target_of(file: str, pairs: Iterable[str]) -> Any:
     """The path, or a RemoteFile for a URL (opened once, shared by detection and the reader)."""
     options = storage_options_of(pairs)
@@ -148,10 +159,20 @@ def _silence_stdout() -> None:
     os.close(devnull)
 
 
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  file: Any = None, line: str | None = None) -> None:
+    """A warning as one ``arrayio: warning:`` line on stderr (not Python's two lines with a source line)."""
+    click.echo(f"{PREFIX}: warning: {message}", err=True)
+
+
 def _invoke(command: click.Command, args: list[str]) -> int:
+    _JSON_OUTPUT["on"] = False  # a new command line (the tests run many in one process)
     try:
-        with command.make_context(PREFIX, args) as ctx:
-            command.invoke(ctx)
+        with warnings.catch_warnings():
+            warnings.simplefilter("default")
+            warnings.showwarning = _show_warning
+            with command.make_context(PREFIX, list(args)) as ctx:  # a copy: click's parser consumes its list
+                command.invoke(ctx)
         return 0
     except click.exceptions.Exit as done:
         return done.exit_code
@@ -169,6 +190,12 @@ def _invoke(command: click.Command, args: list[str]) -> int:
         if isinstance(error, BrokenPipeError):
             raise
         _report(error)
+        return 1
+    except Exception as error:  # a bug: one line all the same, the traceback only with --debug
+        if DEBUG_FLAG in args:
+            raise
+        _report(RuntimeError(f"unexpected {type(error).__name__}: {error} (run with {DEBUG_FLAG} for the "
+                             "traceback, and please report it)"))
         return 1
 
 

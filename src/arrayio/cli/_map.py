@@ -2,54 +2,36 @@
 
 from __future__ import annotations
 
-import json
-import sys
-
 import click
 
 from .._registry import FORMATS
 from ..bytemap import map_file
-from ..errors import ArrayIOError
+from . import main
+from ._common import emit_json, target_of
+from ._table import command
 
 
-@click.command(name="map")
+@command(main, "map")
 @click.argument("file")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @click.option("--png", "png", type=click.Path(dir_okay=False), help="Also draw the map into this PNG file.")
 @click.option("--width", type=click.IntRange(400, 8000), default=1200, show_default=True,
               help="Width of the PNG in pixels.")
 @click.option("--format", "format_name", type=click.Choice(sorted(FORMATS)),
               help="Read FILE as this format (default: detected from its magic bytes).")
 @click.option("--no-validate", is_flag=True, help="Do not run validate (problems are then only where parsing stopped).")
-def map_command(file: str, as_json: bool, png: str | None, width: int, format_name: str | None,
-                no_validate: bool) -> None:
-    """Show every byte of FILE as sections in file order: offset, length, kind and label.
-
-    The sections tile the file exactly; bytes no parsed structure explains are
-    `unaccounted`. On a corrupt file the map shows what parses and where
-    parsing stopped. Exit 0 when the file is valid, 1 when it has problems.
-    """
-    try:
-        bytemap = map_file(file, format_name, check=not no_validate)
-    except ArrayIOError as error:
-        click.echo(f"arrayio: {error}", err=True)
-        sys.exit(1)
-    except OSError as error:
-        click.echo(f"arrayio: {getattr(error, 'filename', None) or file}: {error.strerror or error}", err=True)
-        sys.exit(1)
+def map_command(file: str, as_json: bool, storage_options: tuple[str, ...], png: str | None, width: int,
+                format_name: str | None, no_validate: bool) -> None:
+    """Show every byte of FILE as sections in file order: offset, length, kind and label."""
+    bytemap = map_file(target_of(file, storage_options), format_name, check=not no_validate)
     if png:
         from ..bytemap import draw_png
 
-        try:
-            draw_png(bytemap, png, width)
-        except OSError as error:
-            click.echo(f"arrayio: {png}: {error.strerror or error}", err=True)
-            sys.exit(1)
+        draw_png(bytemap, png, width)
     if as_json:
         result = bytemap.as_dict()
         if png:
             result["png"] = png
-        click.echo(json.dumps(result, indent=2, ensure_ascii=False))
+        emit_json(result)
     else:
         click.echo(f"{bytemap.name}: {bytemap.format}, {bytemap.size} bytes, {len(bytemap.sections)} sections")
         width_offset = max(len(str(bytemap.size)), 6)
@@ -63,4 +45,4 @@ def map_command(file: str, as_json: bool, png: str | None, width: int, format_na
             click.echo(f"problem: {problem}")
         if png:
             click.echo(f"wrote {png}")
-    sys.exit(1 if bytemap.problems else 0)
+    click.get_current_context().exit(1 if bytemap.problems else 0)

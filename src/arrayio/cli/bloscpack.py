@@ -34,6 +34,7 @@ from ..bloscpack import open as open_file
 from ..bloscpack._records import MAX_BUFFERSIZE, SUFFIXES, reverse_pretty
 from ._common import fail as _fail
 from ._common import progress
+from ._table import VERBS, command, group_help
 
 PROGRESS_THRESHOLD = 64 * 2**20
 _VERBOSITY = {"level": 0}
@@ -108,7 +109,7 @@ def _blosc_options(function: Callable) -> Callable:
 class _Group(click.Group):
     """Subcommands with the reference's one-letter aliases (c, d, a, i)."""
 
-    ALIASES = {"c": "compress", "d": "decompress", "a": "append", "i": "info"}
+    ALIASES = {alias: verb.leaf for verb in VERBS if verb.group == "bloscpack" for alias in verb.aliases}
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         return super().get_command(ctx, self.ALIASES.get(name, name))
@@ -121,7 +122,7 @@ class _Group(click.Group):
             formatter.write_dl(rows)
 
 
-@click.group(name="bloscpack", cls=_Group, invoke_without_command=True,
+@click.group(name="bloscpack", cls=_Group, invoke_without_command=True, help=group_help("bloscpack"),
              context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("-v", "--verbose", is_flag=True, help="be verbose about actions")
 @click.option("-d", "--debug", is_flag=True, help="print debugging output too")
@@ -132,7 +133,7 @@ class _Group(click.Group):
                               f"blosc: '{blosc.VERSION_STRING}'", prog_name="blpk")
 @click.pass_context
 def bloscpack(ctx: click.Context, verbose: bool, debug: bool, force: bool, nthreads: int | None) -> None:
-    """Command line de/compression with blosc, in bloscpack (.blp) files."""
+    """Command line de/compression with blosc, in bloscpack (.blp) files (help: the verb table)."""
     if verbose and debug:
         raise click.UsageError("-v/--verbose and -d/--debug are mutually exclusive")
     _VERBOSITY["level"] = 2 if debug else 1 if verbose else 0
@@ -144,7 +145,7 @@ def bloscpack(ctx: click.Context, verbose: bool, debug: bool, force: bool, nthre
         _fail("too few arguments", 2)
 
 
-@bloscpack.command()
+@command(bloscpack, "bloscpack compress")
 @_blosc_options
 @click.option("-z", "--chunk-size", default="1M", callback=_chunk_size, show_default=True,
               help="set desired chunk size or 'max'")
@@ -156,10 +157,11 @@ def bloscpack(ctx: click.Context, verbose: bool, debug: bool, force: bool, nthre
 @click.argument("out_file", required=False)
 @click.pass_context
 def compress(ctx: click.Context, typesize: int, clevel: int, shuffle: bool, cname: str, chunk_size: int,
-             checksum: str, offsets: bool, metadata: str | None, in_file: str, out_file: str | None) -> None:
+             checksum: str, offsets: bool, metadata: str | None, in_file: str, out_file: str | None,
+             force: bool) -> None:
     """perform compression on file"""
     out_file = out_file or in_file + EXTENSION
-    _check_files(in_file, out_file, ctx.obj["force"])
+    _check_files(in_file, out_file, ctx.obj["force"] or force)
     value = _read_metadata_file(metadata)
     blosc_args = BloscArgs(typesize=typesize, clevel=clevel, shuffle=shuffle, cname=cname)
     _say(2, f"blosc args: {dict(blosc_args)}; chunk size {chunk_size}; checksum {checksum}; offsets {offsets}")
@@ -171,13 +173,14 @@ def compress(ctx: click.Context, typesize: int, clevel: int, shuffle: bool, cnam
     _say(1, "done")
 
 
-@bloscpack.command()
+@command(bloscpack, "bloscpack decompress")
 @click.option("-e", "--no-check-extension", is_flag=True,
               help="disable checking input file for extension (*.blp) (requires use of <out_file>)")
 @click.argument("in_file")
 @click.argument("out_file", required=False)
 @click.pass_context
-def decompress(ctx: click.Context, no_check_extension: bool, in_file: str, out_file: str | None) -> None:
+def decompress(ctx: click.Context, no_check_extension: bool, in_file: str, out_file: str | None,
+               force: bool) -> None:
     """perform decompression on file"""
     if no_check_extension:
         if out_file is None:
@@ -185,7 +188,7 @@ def decompress(ctx: click.Context, no_check_extension: bool, in_file: str, out_f
     elif not in_file.endswith(EXTENSION):
         _fail(f"input file '{in_file}' does not end with '{EXTENSION}'")
     out_file = out_file or in_file[:-len(EXTENSION)]
-    _check_files(in_file, out_file, ctx.obj["force"])
+    _check_files(in_file, out_file, ctx.obj["force"] or force)
     with open_file(in_file) as reader:
         nbytes = reader.info()["nbytes"]
     with _bar(nbytes, "decompress") as bar:
@@ -196,7 +199,7 @@ def decompress(ctx: click.Context, no_check_extension: bool, in_file: str, out_f
     _say(1, "done")
 
 
-@bloscpack.command(name="append")
+@command(bloscpack, "bloscpack append")
 @_blosc_options
 @click.option("-e", "--no-check-extension", is_flag=True, help="disable checking original file for extension (*.blp)")
 @click.option("-m", "--metadata", type=str, default=None, help="file containing the metadata, must contain valid JSON")
@@ -227,7 +230,7 @@ def append_command(typesize: int, clevel: int, shuffle: bool, cname: str, no_che
     _say(1, "done")
 
 
-@bloscpack.command(name="info")
+@command(bloscpack, "bloscpack info")
 @click.argument("file_", metavar="FILE")
 def info_command(file_: str) -> None:
     """print information about a compressed file"""

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import errno
+import os
+
 import click
 
 from ..kdb import convert, lerobot, tools
 from ..kdb import open as open_file
-from ._common import emit_json, progress, storage_option, storage_options_of
+from ._common import emit_json, fail, progress, storage_options_of, target_of
+from ._table import command, group_help
 
 COMPRESS_CHOICES = click.Choice(["jpeg", "png", "none"])
 
@@ -15,14 +19,22 @@ def _compress(value: str) -> str | None:
     return None if value == "none" else value
 
 
-@click.group(name="kdb", context_settings={"help_option_names": ["-h", "--help"]})
+def _exists(source: str, folder: bool = False) -> None:
+    """Stop with one line when a local SOURCE is missing, or is a folder where a file is wanted (or the reverse)."""
+    if not os.path.exists(source):
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), source)
+    if os.path.isdir(source) != folder:
+        code = errno.ENOTDIR if folder else errno.EISDIR
+        raise OSError(code, os.strerror(code), source)
+
+
+@click.group(name="kdb", help=group_help("kdb"), context_settings={"help_option_names": ["-h", "--help"]})
 def kdb() -> None:
-    """kdb (KINO) tools: ingest robomimic HDF5 or LeRobot datasets, export to .npz or LeRobot, merge,
-    filter, stats, show an episode."""
+    """The ``arrayio kdb`` group (its help comes from the verb table)."""
 
 
-@kdb.command("ingest-hdf5")
-@click.argument("source", type=click.Path(dir_okay=False, exists=True))
+@command(kdb, "kdb ingest-hdf5")
+@click.argument("source")
 @click.argument("target", type=click.Path(dir_okay=False))
 @click.option("--compress", type=COMPRESS_CHOICES, default="jpeg", show_default=True,
               help="How to store the camera images.")
@@ -33,14 +45,15 @@ def kdb() -> None:
 def ingest_hdf5(source: str, target: str, compress: str, quality: int, embodiment: str, task: str | None,
                 fps: float) -> None:
     """Convert a robomimic-layout HDF5 file SOURCE to TARGET.kdb."""
+    _exists(source)
     with progress("demos") as bar:
         count = convert.ingest_hdf5(source, target, compress=_compress(compress), quality=quality,
                                     embodiment=embodiment, task=task, fps=fps, progress=bar.update)
     click.echo(f"{source} -> {target}: {count} episodes")
 
 
-@kdb.command("ingest-lerobot")
-@click.argument("source", type=click.Path(file_okay=False, exists=True))
+@command(kdb, "kdb ingest-lerobot")
+@click.argument("source")
 @click.argument("target", type=click.Path(dir_okay=False))
 @click.option("--compress", type=COMPRESS_CHOICES, default="jpeg", show_default=True,
               help="How to store decoded video frames (embedded PNG/JPEG images are kept as they are).")
@@ -52,6 +65,7 @@ def ingest_hdf5(source: str, target: str, compress: str, quality: int, embodimen
 def ingest_lerobot(source: str, target: str, compress: str, quality: int, embodiment: str | None,
                    fps: float | None, tolerance_s: float) -> None:
     """Convert a LeRobot dataset SOURCE (v2.1 or v3.0, video features included) to TARGET.kdb."""
+    _exists(source, folder=True)
     with progress("parquet files") as bar:
         count = lerobot.ingest_lerobot(source, target, compress=_compress(compress), quality=quality,
                                        embodiment=embodiment, fps=fps, tolerance_s=tolerance_s,
@@ -59,8 +73,8 @@ def ingest_lerobot(source: str, target: str, compress: str, quality: int, embodi
     click.echo(f"{source} -> {target}: {count} episodes")
 
 
-@kdb.command("export-lerobot")
-@click.argument("source", type=click.Path(dir_okay=False, exists=True))
+@command(kdb, "kdb export-lerobot")
+@click.argument("source")
 @click.argument("target", type=click.Path())
 @click.option("--images", is_flag=True, help="PNG images inside the parquet instead of MP4 videos.")
 @click.option("--codec", type=click.Choice(sorted(lerobot.VIDEO_CODECS)), default="av1", show_default=True,
@@ -68,19 +82,18 @@ def ingest_lerobot(source: str, target: str, compress: str, quality: int, embodi
 @click.option("--crf", type=click.IntRange(0, 63), default=None, help="Encoder quality (default: 30 AV1, 23 H.264).")
 @click.option("--robot-type", default=None, help="robot_type in info.json (default: the first embodiment).")
 def export_lerobot(source: str, target: str, images: bool, codec: str, crf: int | None,
-                   robot_type: str | None) -> None:
+                   robot_type: str | None, storage_options: tuple[str, ...]) -> None:
     """Write SOURCE.kdb as a LeRobot v3.0 dataset in the new folder TARGET."""
     with progress("episodes") as bar:
-        count = lerobot.export_lerobot(source, target, video=not images, codec=codec, crf=crf,
-                                       robot_type=robot_type, progress=bar.update)
+        count = lerobot.export_lerobot(target_of(source, storage_options), target, video=not images, codec=codec,
+                                       crf=crf, robot_type=robot_type, progress=bar.update)
     click.echo(f"{source} -> {target}: {count} episodes (LeRobot {lerobot.CODEBASE_VERSION})")
 
 
-@kdb.command("merge")
+@command(kdb, "kdb merge")
 @click.argument("sources", nargs=-1, required=True)
 @click.option("-o", "--output", "target", required=True, type=click.Path(dir_okay=False), help="The merged file.")
 @click.option("--keep-ids", is_flag=True, help="Keep the episode ids (they must be unique across the inputs).")
-@storage_option
 def merge(sources: tuple[str, ...], target: str, keep_ids: bool, storage_options: tuple[str, ...]) -> None:
     """Concatenate the episodes of SOURCES (files, URLs or globs) into one file, image bytes copied as they are."""
     with progress("episodes") as bar:
@@ -89,8 +102,8 @@ def merge(sources: tuple[str, ...], target: str, keep_ids: bool, storage_options
     click.echo(f"{len(sources)} input(s) -> {target}: {count} episodes")
 
 
-@kdb.command("filter")
-@click.argument("source", type=click.Path(dir_okay=False, exists=True))
+@command(kdb, "kdb filter")
+@click.argument("source")
 @click.argument("target", type=click.Path(dir_okay=False))
 @click.option("--task", default=None, help="Keep episodes whose task matches this regular expression.")
 @click.option("--embodiment", default=None, help="Keep episodes of this embodiment.")
@@ -101,24 +114,20 @@ def merge(sources: tuple[str, ...], target: str, keep_ids: bool, storage_options
               help="A boolean expression, e.g. 'fps >= 10 and success and task != \'idle\'' "
                    f"(fields: {', '.join(tools.WHERE_FIELDS)}).")
 def filter_(source: str, target: str, task: str | None, embodiment: str | None, success: str | None,
-            min_frames: int | None, where: str | None) -> None:
+            min_frames: int | None, where: str | None, storage_options: tuple[str, ...]) -> None:
     """Copy the episodes of SOURCE that meet every condition into TARGET (episode ids kept)."""
-
-    def run() -> tuple[int, int]:
-        """Build the predicate, then copy."""
-        predicate = tools.episode_filter(task=task, embodiment=embodiment, success=success, min_frames=min_frames,
-                                         where=where)
-        with progress("episodes") as bar:
-            return tools.filter_file(source, target, predicate, progress=bar.update)
-
-    kept, total = run()
+    predicate = tools.episode_filter(task=task, embodiment=embodiment, success=success, min_frames=min_frames,
+                                     where=where)
+    with progress("episodes") as bar:
+        kept, total = tools.filter_file(target_of(source, storage_options), target, predicate, progress=bar.update,
+                                        keep_empty=False)
+    if not kept:
+        fail(f"kdb filter: none of the {total} episodes of {source} meets the conditions; {target} was not written")
     click.echo(f"{source} -> {target}: kept {kept} of {total} episodes")
 
 
-@kdb.command("stats")
+@command(kdb, "kdb stats")
 @click.argument("sources", nargs=-1, required=True)
-@click.option("--json", "as_json", is_flag=True, help="Print the statistics as JSON.")
-@storage_option
 def stats(sources: tuple[str, ...], as_json: bool, storage_options: tuple[str, ...]) -> None:
     """Episodes, frames, tasks with success rates, cameras and bytes per part of SOURCES (files, URLs or globs)."""
     with progress("episodes") as bar:
@@ -130,28 +139,29 @@ def stats(sources: tuple[str, ...], as_json: bool, storage_options: tuple[str, .
             click.echo(line)
 
 
-@kdb.command("export")
-@click.argument("source", type=click.Path(dir_okay=False, exists=True))
+@command(kdb, "kdb export")
+@click.argument("source")
 @click.argument("target", type=click.Path(dir_okay=False))
 @click.option("--no-images", is_flag=True, help="Leave the camera images out.")
-def export(source: str, target: str, no_images: bool) -> None:
+def export(source: str, target: str, no_images: bool, storage_options: tuple[str, ...]) -> None:
     """Write every episode of SOURCE.kdb into TARGET.npz (images decoded, metadata in episodes.json)."""
     with progress("episodes") as bar:
-        count = convert.export_npz(source, target, images=not no_images, progress=bar.update)
+        count = convert.export_npz(target_of(source, storage_options), target, images=not no_images,
+                                   progress=bar.update)
     click.echo(f"{source} -> {target}: {count} episodes")
 
 
-@kdb.command("show")
-@click.argument("file", type=click.Path(dir_okay=False, exists=True))
+@command(kdb, "kdb show")
+@click.argument("file")
 @click.argument("episode", type=int)
 @click.option("--png", "png", type=click.Path(dir_okay=False), default=None,
               help="Draw state/action curves and a strip of camera frames to this PNG.")
 @click.option("--frames", type=click.IntRange(1, 64), default=8, show_default=True,
               help="Camera frames in the strip.")
 @click.option("--by-id", is_flag=True, help="EPISODE is an episode id, not a position.")
-def show(file: str, episode: int, png: str | None, frames: int, by_id: bool) -> None:
+def show(file: str, episode: int, png: str | None, frames: int, by_id: bool, storage_options: tuple[str, ...]) -> None:
     """Describe episode EPISODE of FILE (and draw it with --png)."""
-    with open_file(file) as reader:
+    with open_file(target_of(file, storage_options)) as reader:
         position = reader.position_of(episode) if by_id else episode
         data = reader.read_episode(position)
         meta = data.meta

@@ -8,6 +8,7 @@ from .._binary import Record
 
 FORMAT_NAME = "kastore"
 EXTENSION = ".kas"
+EXTENSIONS = (EXTENSION, ".trees")  # a tskit tree sequence file is a kastore file
 MAGIC = b"\x89KAS\r\n\x1a\n"
 VERSION_MAJOR = 1
 VERSION_MINOR = 0

@@ -11,9 +11,9 @@ from ._errors import EpisodeIdNotFound
 class EntryLines:
     """``cat(name)`` of the kdb reader (a mixin: the reader module stays within its size)."""
 
-    def cat(self: Any, name: str) -> Iterator[str]:
+    def cat(self: Any, name: str, numbers: bool = False) -> Iterator[str]:
         """The frames of episode id ``name`` as tab-separated lines: frame, reward, terminal, state, action,
-        images."""
+        images (numbers already: ``numbers`` changes nothing here)."""
         try:
             episode_id = int(name)
         except ValueError:

@@ -47,6 +47,8 @@ from ._records import (
 
 ImageInput = Union[np.ndarray, EncodedImage]
 COMPRESSIONS = (None, "jpeg", "png")
+LAYOUTS = (None, "hwc", "chw")
+CHANNEL_COUNTS = (1, 3, 4)  # grey, RGB, RGBA: what a channels axis holds
 # The streaming form keeps at most this much of one episode in memory, the rest in a temporary file.
 SPOOL_BYTES = 32 << 20
 
@@ -69,10 +71,17 @@ class Writer:
 
     ``compress`` ("jpeg" or "png") encodes raw uint8 images given to this
     writer; already-encoded :class:`EncodedImage` values are stored as given.
+    ``layout`` is how pixel arrays are laid out: kdb stores (H, W, C); ``"chw"``
+    takes channels-first images (PyTorch's (C, H, W), (frames, C, H, W)) and
+    transposes them; the default refuses an image that looks channels-first
+    (1, 3 or 4 rows and no such channel count) rather than store it as a
+    3-row image; ``"hwc"`` stores every image as given.
     """
 
     def __init__(self, target: Any, *, compress: str | None = None, quality: int = 90,
-                 created_timestamp: int | None = None) -> None:
+                 created_timestamp: int | None = None, layout: str | None = None) -> None:
+        if layout not in LAYOUTS:
+            raise ValueError(f"kdb: layout must be one of {LAYOUTS}, got {layout!r}")
         if compress not in COMPRESSIONS:
             raise ValueError(f"kdb: compress must be one of {COMPRESSIONS}, got {compress!r}")
         if not 1 <= int(quality) <= 100:
@@ -80,6 +89,7 @@ class Writer:
         if created_timestamp is not None and not 0 <= int(created_timestamp) <= U64_MAX:
             raise ValueError(f"kdb: created_timestamp must be 0..2**64-1 Unix seconds, got {created_timestamp}")
         self.compress = compress
+        self.layout = layout
         self.quality = int(quality)
         self.created_timestamp = None if created_timestamp is None else int(created_timestamp)
         self._folder = os.path.dirname(os.path.abspath(os.fsdecode(target))) if isinstance(
@@ -306,6 +316,7 @@ class Writer:
             if pixels.dtype != np.uint8 or pixels.ndim not in (2, 3):
                 raise ValueError(f"kdb: {where}: expected a (H, W) or (H, W, C) uint8 array, "
                                  f"got {pixels.dtype} {pixels.shape}")
+            pixels = self._channels_last(pixels, where)
             if pixels.ndim == 2:
                 pixels = pixels[:, :, None]
             height, width, channels = pixels.shape
@@ -319,6 +330,21 @@ class Writer:
                 raise ValueError(f"kdb: {where}: {name} = {value} does not fit its field (0..{limit})")
         return IMAGE_HEADER.pack(width=width, height=height, channels=channels, format=kind,
                                  data_len=memoryview(data).nbytes), data
+
+    def _channels_last(self, pixels: np.ndarray, where: str) -> np.ndarray:
+        """One image as (H, W[, C]): transposed from (C, H, W) under layout "chw"; refused when it looks
+        channels-first and no layout was named."""
+        if pixels.ndim != 3:
+            return pixels
+        if self.layout == "chw":
+            return pixels.transpose(1, 2, 0)
+        if self.layout is None and pixels.shape[0] in CHANNEL_COUNTS and pixels.shape[2] not in CHANNEL_COUNTS:
+            raise ValueError(
+                f"kdb: {where}: shape {pixels.shape} looks channels-first (C, H, W), as PyTorch keeps images; kdb "
+                f"stores (H, W, C). Transpose it (images.transpose(0, 2, 3, 1) for (frames, C, H, W), "
+                f"image.transpose(1, 2, 0) for one image), or open the Writer with layout='chw' to have it "
+                f"transposed (layout='hwc' stores images as given)")
+        return pixels
 
     def _guarded(self, action: Any, *args: Any) -> int:
         """Run a write; any failure half-way poisons the writer (the file will be discarded)."""

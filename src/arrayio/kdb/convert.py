@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from .._binary import atomic_write
+from .._optional import require
 from ._reader import open_file
 from ._writer import Writer
 from .lerobot import ingest_lerobot
@@ -52,8 +53,7 @@ def ingest_hdf5(source: Any, target: Any, *, compress: str | None = "jpeg", qual
     sum of rewards, terminal = ``dones``; demos without frames are left out with
     a warning. Returns the number of episodes written.
     """
-    import h5py
-
+    h5py = require("h5py", "kdb ingest-hdf5")
     with h5py.File(source, "r") as hdf5:
         if "data" not in hdf5:
             raise ValueError(f"kdb: {os.fsdecode(source)} has no 'data' group (not a robomimic-layout file)")

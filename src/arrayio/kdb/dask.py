@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from .._optional import require
 from .._sources import RemoteFile, is_url, resolve
 from ..dask import location_of, reach
 from ._reader import Episode, open_file
@@ -40,6 +41,7 @@ def kdb_bag(targets: Iterable[Any], storage_options: dict | None = None,
     each file's header is read here to count them). Elements are ``kdb.Episode``
     values whose ``images`` map camera -> (frames, H, W, C) uint8 arrays.
     """
+    require("dask.bag", "arrayio.kdb.dask")
     import dask
     import dask.bag
 

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from .._binary import atomic_folder
+from .._optional import require
 from ._images import EncodedImage
 from ._images import encode as encode_image
 from ._reader import open_file
@@ -69,8 +70,8 @@ def ingest_lerobot(source: Any, target: Any, *, compress: str | None = "jpeg", q
     for raw pixels). ``next.reward`` / ``next.done`` are used when present,
     otherwise reward 0 and only the last frame terminal. Returns the number of episodes.
     """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    pa = require("pyarrow", "LeRobot datasets")
+    pq = require("pyarrow.parquet", "LeRobot datasets")
 
     root = Path(source)
     info = _read_json(root / "meta" / "info.json")
@@ -128,7 +129,7 @@ def _lerobot_tasks(meta: Path) -> dict[int, str]:
     if (meta / "tasks.jsonl").exists():
         return {int(record["task_index"]): str(record["task"]) for record in _read_jsonl(meta / "tasks.jsonl")}
     if (meta / "tasks.parquet").exists():
-        import pyarrow.parquet as pq
+        pq = require("pyarrow.parquet", "LeRobot datasets")
 
         table = pq.read_table(meta / "tasks.parquet").to_pydict()
         names = table.get("task") or table.get("__index_level_0__")
@@ -143,7 +144,7 @@ def _episode_table(root: Path, info: dict, video_keys: list[str]) -> dict[int, d
     table: dict[int, dict] = {}
     meta = root / "meta"
     if (meta / "episodes").is_dir():
-        import pyarrow.parquet as pq
+        pq = require("pyarrow.parquet", "LeRobot datasets")
 
         for path in sorted((meta / "episodes").rglob("*.parquet")):
             names = pq.ParquetFile(path).schema_arrow.names
@@ -200,7 +201,7 @@ def _matrix_of(table: Any, columns: list[str]) -> np.ndarray:
 
 def _image_columns(table: Any) -> dict[str, str]:
     """Struct columns with a ``bytes`` field by camera name, sorted."""
-    import pyarrow as pa
+    pa = require("pyarrow", "LeRobot datasets")
 
     cameras = {camera_name(field.name): field.name for field in table.schema
                if pa.types.is_struct(field.type) and field.type.get_field_index("bytes") >= 0}
@@ -321,7 +322,7 @@ class _VideoReader:
     """Frames of one MP4 by presentation time, decoded in order with PyAV (AV1 via libdav1d, H.264...)."""
 
     def __init__(self, path: Path, tolerance_s: float) -> None:
-        import av
+        av = require("av", "LeRobot videos")
 
         self.path = path
         self.tolerance_s = tolerance_s
@@ -343,7 +344,7 @@ class _VideoReader:
 
     def frame_at(self, seconds: float) -> np.ndarray:
         """The pixels of the frame within ``tolerance_s`` of ``seconds``; ValueError when there is none."""
-        import av
+        av = require("av", "LeRobot videos")
 
         tolerance = self.tolerance_s
         if self._current is not None and seconds < self._current[0] - tolerance:
@@ -401,8 +402,8 @@ def export_lerobot(source: Any, target: Any, *, video: bool = True, codec: str =
 
 def _export(kdb: Any, root: Path, *, video: bool, codec: str, crf: int | None, robot_type: str | None,
             progress: Progress) -> int:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    pa = require("pyarrow", "LeRobot datasets")
+    pq = require("pyarrow.parquet", "LeRobot datasets")
 
     if not len(kdb):
         raise ValueError("kdb: the file has no episodes; a LeRobot dataset needs at least one")
@@ -546,7 +547,7 @@ def _features(state_dim: int, action_dim: int, cameras: dict[str, tuple], keys: 
 
 
 def _data_schema(state_dim: int, action_dim: int, keys: dict[str, str], video: bool, features: dict) -> Any:
-    import pyarrow as pa
+    pa = require("pyarrow", "LeRobot datasets")
 
     fields = [pa.field("observation.state", pa.list_(pa.float32(), state_dim)),
               pa.field("action", pa.list_(pa.float32(), action_dim))]
@@ -578,7 +579,7 @@ def _png(episode: Any, camera: str, frame: int) -> bytes:
 
 def _write_tasks(path: Path, tasks: dict[str, int]) -> None:
     """meta/tasks.parquet as lerobot writes it: task_index with the task text as the (named) pandas index."""
-    import pandas as pd
+    pd = require("pandas", "LeRobot export")
 
     frame = pd.DataFrame({"task_index": np.asarray(list(tasks.values()), np.int64)},
                          index=pd.Index(list(tasks), name="task"))
@@ -663,8 +664,10 @@ class _VideoWriter:
     """One MP4 per camera holding every episode back to back: frame n of the file at n / fps."""
 
     def __init__(self, path: Path, fps: float, shape: tuple, codec: str, crf: int | None) -> None:
-        import av
-
+        av = require("av", "LeRobot videos")
+        # SVT-AV1 prints a 20-line Svt[info] banner per encoder to stderr; its level comes only from the
+        # SVT_LOG variable (PyAV's logging never sees it): errors only (1), unless the user chose a level.
+        os.environ.setdefault("SVT_LOG", "1")
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self.rate = Fraction(fps).limit_denominator(1001)
@@ -683,8 +686,7 @@ class _VideoWriter:
 
     def add_episode(self, images: Any, camera: str, frames: int) -> int:
         """Append an episode's frames of ``camera``; returns the file frame number of its first frame."""
-        import av
-
+        av = require("av", "LeRobot videos")
         start = self._frames
         for frame in range(frames):
             pixels = images.frame(frame, [camera])[camera]

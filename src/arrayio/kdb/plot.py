@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from .._binary import atomic_write
+from .._optional import require
 from ._reader import KdbFile
 
 # Beyond this many dimensions the curves stop being readable one by one; the legend is dropped.
@@ -17,8 +18,7 @@ LEGEND_LIMIT = 10
 
 def episode_png(kdb: KdbFile, position: int, target: Any, *, frames: int = 8, dpi: int = 110) -> None:
     """Draw episode ``position`` (curves + ``frames`` evenly spaced camera frames per camera) to a PNG."""
-    import matplotlib
-
+    matplotlib = require("matplotlib", "kdb show --png")
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
 

@@ -123,8 +123,11 @@ def episode_filter(*, task: str | None = None, embodiment: str | None = None, su
 
 
 def filter_file(source: Any, target: Any, predicate: Callable[[EpisodeMeta], bool], *,
-                progress: Progress = _no_progress) -> tuple[int, int]:
-    """Copy the episodes of ``source`` whose metadata passes ``predicate`` (ids kept); returns (kept, total)."""
+                progress: Progress = _no_progress, keep_empty: bool = True) -> tuple[int, int]:
+    """Copy the episodes of ``source`` whose metadata passes ``predicate`` (ids kept); returns (kept, total).
+
+    With ``keep_empty=False`` a filter that keeps nothing writes nothing (an existing target stays as it was).
+    """
     kept = 0
     with open_file(source) as kdb, Writer(target) as writer:
         for position in range(len(kdb)):
@@ -133,6 +136,8 @@ def filter_file(source: Any, target: Any, predicate: Callable[[EpisodeMeta], boo
                 copy_episode(writer, kdb, position, episode_id=meta.episode_id)
                 kept += 1
             progress(position + 1, len(kdb))
+        if not kept and not keep_empty:
+            writer.abort()
         return kept, len(kdb)
 
 

@@ -31,10 +31,17 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import torch
-from torch.utils.data import Dataset
-from torch.utils.data import default_collate as _default_collate
 
+try:
+    import torch
+    from torch.utils.data import Dataset
+    from torch.utils.data import default_collate as _default_collate
+except ModuleNotFoundError as error:  # say which extra installs it
+    from .._optional import missing
+
+    raise missing("torch", "arrayio.kdb.torch") from error
+
+from .._optional import require
 from . import _images
 from ._errors import ImageDecodeError
 from ._images import JPEG_MAGIC
@@ -580,7 +587,8 @@ def _cuda_problem(data: torch.Tensor, offsets: torch.Tensor, sizes: np.ndarray) 
 
 def _decode_cuda(data: torch.Tensor, offsets: torch.Tensor, lead: tuple[int, ...], channels: int,
                  device: torch.device, image_format: str) -> torch.Tensor:
-    from torchvision.io import ImageReadMode, decode_jpeg
+    io = require("torchvision.io", "GPU JPEG decode")
+    ImageReadMode, decode_jpeg = io.ImageReadMode, io.decode_jpeg
 
     starts = offsets.tolist()
     pieces = [data[start:end] for start, end in itertools.pairwise(starts)]

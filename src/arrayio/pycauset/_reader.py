@@ -390,12 +390,13 @@ class Container(ReaderBase):
             rows.append({"name": f"metadata.{key}", "type": type(value).__name__, "shape": None, "nbytes": None})
         return rows
 
-    def cat(self, name: str) -> Iterator[str]:
-        """Lines of entry ``name``: "matrix" (one row per line) or "metadata[.key[.key...]]"."""
+    def cat(self, name: str, numbers: bool = False) -> Iterator[str]:
+        """Lines of entry ``name``: "matrix" (one row per line) or "metadata[.key[.key...]]"; a byte vector that
+        is text prints as text unless ``numbers``."""
         value: Any = self.metadata
         if name == "matrix":
             matrix = self.values()
-            yield from value_lines(matrix) if matrix.ndim == 1 else row_lines(matrix)
+            yield from value_lines(matrix, numbers) if matrix.ndim == 1 else row_lines(matrix)
             return
         parts = name.split(".")
         if parts[0] != "metadata":
