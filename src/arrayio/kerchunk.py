@@ -30,7 +30,7 @@ from .errors import LimitError, UnsupportedError
 __all__ = ["INLINE_LIMIT", "MAX_REFERENCES", "references"]
 
 INLINE_LIMIT = 1 << 20
-MAX_REFERENCES = 1_000_000
+MAX_REFERENCES = 250_000
 _DOCUMENTS = frozenset({".zgroup", ".zattrs", ".zarray"})
 
 
