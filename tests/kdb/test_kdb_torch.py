@@ -69,3 +69,19 @@ def test_episode_dataset(sample):
     assert item["terminals"].tolist()[-1] is True and item["task"] == "task 2"
     loader = torch.utils.data.DataLoader(dataset, batch_size=1, num_workers=2)
     assert [batch["actions"].shape[1] for batch in loader] == [6, 7, 8]
+
+
+def test_default_collation_hands_a_fetched_batch_over_without_restacking(sample):
+    dataset = FrameDataset(sample)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=4)  # default_collate
+    batch = next(iter(loader))
+    from arrayio.kdb.torch import collate
+
+    want = collate(dataset.__getitems__([0, 1, 2, 3]))
+    assert set(batch) == set(want)
+    for key in want:
+        assert torch.equal(batch[key], want[key]), key
+    image = batch["image.front"]
+    assert image.shape == (4, 3, 16, 20) and image.stride()[1] == 1  # channels-last as fetched: not re-stacked
+    packed = next(iter(torch.utils.data.DataLoader(FrameDataset(sample, decode="none"), batch_size=2)))
+    assert isinstance(packed["image.front"], list) and packed["image.front"][0].startswith(b"\xff\xd8")

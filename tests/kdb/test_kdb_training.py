@@ -324,3 +324,45 @@ def test_batch_arrays_are_reused_only_when_no_tensor_of_their_batch_is_left(shar
     again = collate(dataset.__getitems__(items))["image.front"]
     assert again.untyped_storage().data_ptr() == address  # let go, so handed out again, warm
     assert torch.equal(again, expected) and torch.equal(view, expected[3:5])
+
+
+def write_embodiment(path, state_dim, action_dim, episodes=2, frames=5):
+    """A shard of one embodiment: states hold (state_dim marker, frame) then ones, actions likewise."""
+    with kdb.Writer(path) as writer:
+        for episode in range(episodes):
+            states = np.ones((frames, state_dim), np.float32)
+            states[:, 0], states[:, 1] = state_dim, np.arange(frames)
+            actions = np.full((frames, action_dim), -1, np.float32)
+            actions[:, 0] = action_dim
+            writer.add_episode(states, actions, images={"front": gradient_frames(frames, 16, 24, shift=episode)},
+                               embodiment=f"arm{state_dim}", fps=10)
+    return path
+
+
+@pytest.mark.parametrize("decode", ["cpu", "none"])
+def test_mixture_across_embodiments_pads_to_the_largest_with_dim_masks(tmp_path, decode):
+    small = FrameDataset(write_embodiment(tmp_path / "small.kdb", 3, 2), history=1, horizon=2, decode=decode)
+    large = FrameDataset(write_embodiment(tmp_path / "large.kdb", 7, 4), history=1, horizon=2, decode=decode)
+    mixture = MixtureDataset([(small, 1.0), (large, 1.0)], seed=1, num_samples=16)
+    batch = collate(mixture.__getitems__(list(range(16))))
+    sources, inner = mixture.plan()
+    assert batch["state"].shape == (16, 7) and batch["action"].shape == (16, 2, 4)
+    assert batch["state_history"].shape == (16, 1, 7)
+    for row in range(16):
+        state_dim, action_dim = (3, 2) if sources[row] == 0 else (7, 4)
+        assert batch["state_dim_mask"][row].tolist() == [True] * state_dim + [False] * (7 - state_dim)
+        assert batch["action_dim_mask"][row].tolist() == [True] * action_dim + [False] * (4 - action_dim)
+        assert batch["state_history_dim_mask"][row].sum() == state_dim
+        item = (small, large)[sources[row]][int(inner[row])]
+        assert torch.equal(batch["state"][row, :state_dim], item["state"])
+        assert not batch["state"][row, state_dim:].any() and not batch["action"][row, :, action_dim:].any()
+        assert torch.equal(batch["action"][row, :, :action_dim], item["action"])
+    images = decode_batch(batch)["image.front"] if decode == "none" else batch["image.front"]
+    assert images.shape[:2] == (16, 3)
+    one = collate(mixture.__getitems__([int(np.flatnonzero(sources == 0)[0])]))  # one embodiment: same keys
+    assert one["state"].shape == (1, 7) and "state_dim_mask" in one
+    same = MixtureDataset([(small, 1.0), (small, 1.0)], num_samples=4)
+    assert "state_dim_mask" not in collate(same.__getitems__([0, 1]))
+    unpadded = MixtureDataset([(small, 1.0), (large, 1.0)], seed=1, num_samples=16, pad_dims=False)
+    with pytest.raises(ValueError, match="one batch needs one shape"):
+        unpadded.__getitems__(list(range(16)))

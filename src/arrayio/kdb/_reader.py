@@ -27,15 +27,9 @@ from .._binary import Source
 from .._readers import ReaderBase
 from ..errors import FormatError, Problem
 from . import _images
+from ._batch_reads import BatchReads
 from ._codec import EpisodeMeta, decode_meta, decode_utf8, step_dtype, step_size
-from ._errors import (
-    ERRORS,
-    BadMagic,
-    EpisodeIdNotFound,
-    EpisodeNotFound,
-    FileClosedError,
-    ImageDecodeError,
-)
+from ._errors import ERRORS, BadMagic, EpisodeIdNotFound, EpisodeNotFound, FileClosedError, ImageDecodeError
 from ._lines import EntryLines
 from ._records import (
     CAMERA_COUNT,
@@ -257,8 +251,8 @@ class CameraFrames(Sequence[np.ndarray]):
         return f"<kdb CameraFrames {self.camera!r} of episode {self.images.position}: shape {self.shape}>"
 
 
-class KdbFile(EntryLines, ReaderBase):
-    """An open .kdb file: header, index (a structured view), episodes on demand.
+class KdbFile(ReaderBase, BatchReads, EntryLines):
+    """An open .kdb file: header, index (a structured view), episodes on demand, batched image reads.
 
     After ``close()`` every access raises ``FileClosedError``.
     """

@@ -15,11 +15,13 @@ import glob
 import math
 import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
 from .._sources import expand_url_pattern, is_remote, is_url_pattern
+from ._batch_reads import IMAGE_TABLE_DTYPE, NO_IMAGE
 from ._reader import KdbFile
 
 _GLOB_CHARACTERS = frozenset("*?[")
@@ -27,8 +29,7 @@ _GLOB_CHARACTERS = frozenset("*?[")
 # rows: past the budget the rows are dropped and parsed again when next needed.
 IMAGE_TABLE_BUDGET = 1 << 22
 STEP_ROWS_BUDGET = 1 << 22
-IMAGE_TABLE_DTYPE = np.dtype([("offset", np.int64), ("length", np.int64), ("height", np.int64),
-                              ("width", np.int64), ("channels", np.int64), ("format", np.int64)])
+FETCH_THREADS = 8  # concurrent range requests of one process's prefetch
 
 
 def resolve_sources(source: Any, storage_options: dict | None = None) -> list[Any]:
@@ -88,10 +89,12 @@ class ShardSet:
     def __init__(self, source: Any, *, on_bad_image: str = "raise", need_fps: bool = False,
                  storage_options: dict | None = None) -> None:
         self.sources = resolve_sources(source, storage_options)
+        self.remote = any(is_remote(shard) for shard in self.sources)  # read in ranges, worth prefetching
         self.storage_options = storage_options
         self.on_bad_image = on_bad_image
         shards, positions, frames, fps = [], [], [], []
         self.cameras: list[str] = []
+        self.dims: dict[str, int] = {}  # state and action sizes of the first episode
         self._files: dict[int, KdbFile] = {}
         self._pid = os.getpid()
         for shard in range(len(self.sources)):
@@ -104,6 +107,8 @@ class ShardSet:
                     fps.append(np.array([kdb.read_meta(p).fps for p in range(len(kdb))], np.float64))
                 if not self.cameras:
                     self.cameras = _first_cameras(kdb)
+                if not self.dims and len(kdb):
+                    self.dims = {"state": int(kdb.index["state_dim"][0]), "action": int(kdb.index["action_dim"][0])}
         self.episode_shard = np.concatenate(shards)
         self.episode_position = np.concatenate(positions)
         self.episode_frames = np.concatenate(frames)
@@ -139,25 +144,32 @@ class ShardSet:
         self._images = _EpisodeRows(self.num_episodes, IMAGE_TABLE_BUDGET)
         self._steps = _EpisodeRows(self.num_episodes, STEP_ROWS_BUDGET)
 
+    def prefetch(self, episodes: np.ndarray, *, images: bool) -> None:
+        """Fetch the sections of those global ``episodes`` (distinct) whose rows this process lacks from
+        remote shards, one request per episode, up to FETCH_THREADS at once: an object store answers each
+        after a round trip, so a batch touching 20 new episodes waits for about one, not 20 (nothing
+        to do for mapped files)."""
+        if not self.remote:
+            return
+        missing = episodes[(self._steps.start[episodes] < 0) | (images & (self._images.start[episodes] < 0))]
+        if not len(missing):
+            return
+        files = [self.file(int(shard)) for shard in self.episode_shard[missing].tolist()]  # opened here, in order
+        positions = self.episode_position[missing].tolist()
+        if len(files) == 1:
+            files[0].prefetch_episodes(positions, images=images)
+            return
+        pool = _fetch_pool()
+        list(pool.map(lambda kdb, position: kdb.prefetch_episodes([position], images=images), files, positions))
+
     def load_images(self, episodes: np.ndarray) -> _EpisodeRows:
         """The image records of every camera of the global ``episodes`` (distinct), each episode's records
         parsed once per process: ``rows.columns[camera][rows.start[e] + frame]`` (length -1: no image)."""
         rows = self._images
         for episode in rows.missing(episodes, self.episode_frames).tolist():
             shard, position = int(self.episode_shard[episode]), int(self.episode_position[episode])
-            kdb = self.file(shard)
-            frames = int(self.episode_frames[episode])
-            table: dict[str, np.ndarray] = {}
-            for frame in range(frames):
-                for record in kdb.image_records(position, frame):
-                    column = table.get(record.camera)
-                    if column is None:
-                        column = table[record.camera] = np.zeros(frames, IMAGE_TABLE_DTYPE)
-                        column["length"] = -1
-                    if column["length"][frame] < 0:  # a repeated camera name: the first record counts
-                        column[frame] = (record.offset, record.length, record.height, record.width,
-                                         record.channels, record.format)
-            rows.append(episode, frames, table, IMAGE_TABLE_DTYPE, _NO_IMAGE)
+            table = self.file(shard).image_table(position)
+            rows.append(episode, int(self.episode_frames[episode]), table, IMAGE_TABLE_DTYPE, NO_IMAGE)
         return rows
 
     def load_steps(self, episodes: np.ndarray) -> _EpisodeRows:
@@ -203,9 +215,6 @@ class ShardSet:
         self._forget_rows()
 
 
-_NO_IMAGE = np.array((0, -1, 0, 0, 0, 0), IMAGE_TABLE_DTYPE)
-
-
 class _EpisodeRows:
     """Per-episode rows appended into shared columns, so that one fancy index gathers a batch from many
     episodes (a loop over episodes costs more than the decode of small images). Past ``budget`` rows
@@ -249,6 +258,17 @@ class _EpisodeRows:
             column[self.used:end] = fill if given is None else given
         self.start[episode] = self.used
         self.used = end
+
+
+def _fetch_pool() -> ThreadPoolExecutor:
+    """This process's threads for remote prefetches (a pool does not survive a fork: one per process)."""
+    pool = _FETCH_POOLS.get(os.getpid())
+    if pool is None:
+        pool = _FETCH_POOLS[os.getpid()] = ThreadPoolExecutor(FETCH_THREADS, thread_name_prefix="arrayio-kdb-fetch")
+    return pool
+
+
+_FETCH_POOLS: dict[int, ThreadPoolExecutor] = {}
 
 
 def _first_cameras(kdb: KdbFile) -> list[str]:

@@ -41,6 +41,8 @@ CODEBASE_VERSION = "v3.0"
 TOLERANCE_S = 1e-4
 ROWS_PER_BATCH = 1024
 VIDEO_CODECS = {"av1": "libsvtav1", "h264": "libx264"}
+# Frames per group of pictures (a key frame each): see _VideoWriter.
+GOP_SIZES = {"av1": 1, "h264": 2}
 CHUNKS_SIZE = 1000
 
 
@@ -383,8 +385,9 @@ def export_lerobot(source: Any, target: Any, *, video: bool = True, codec: str =
     """Write a .kdb file as a LeRobot v3.0 dataset folder ``target`` (which must not exist yet).
 
     Cameras become ``observation.images.<camera>`` features: MP4 videos
-    (``codec`` "av1" as LeRobot's default, or "h264"; yuv420p, a keyframe every
-    2 frames) or, with ``video=False``, PNG images inside the data parquet.
+    (``codec`` "av1" as LeRobot's default, every frame a key frame, or "h264"
+    with a key frame every 2 frames; yuv420p) or, with ``video=False``, PNG
+    images inside the data parquet.
     Every episode must share one fps, state/action dims and camera set. The
     folder is built beside ``target`` and renamed into place when complete.
     Returns the number of episodes.
@@ -681,7 +684,11 @@ class _VideoWriter:
         self._stream = stream
         self._stream.height, self._stream.width = int(shape[0]), int(shape[1])
         self._stream.pix_fmt = "yuv420p"
-        self._stream.codec_context.gop_size = 2
+        # SVT-AV1 codes the inter frame of a 2-frame group at a high QP offset and, when motion search
+        # fails, as an all-skip copy of the key frame before it: that frame then shows the previous
+        # timestamp's picture. Key frames only keep every frame at its own timestamp (and random
+        # access to any frame a single decode).
+        self._stream.codec_context.gop_size = GOP_SIZES[codec]
         self._frames = 0
 
     def add_episode(self, images: Any, camera: str, frames: int) -> int:

@@ -1,12 +1,14 @@
-"""PyTorch datasets over .kdb files (the only module of arrayio that imports torch).
+"""PyTorch datasets over .kdb files (with torch_batch, torch_mixture and torch_loader, the modules of
+arrayio that import torch).
 
 ``FrameDataset`` is a map-style dataset over every frame of one file or of many
 shards (a path, URL, glob, folder or list) numbered as one. Windows follow
 LeRobot's ``delta_timestamps`` ({key: [seconds]}, each episode's fps, clamped
 at the episode edges and marked by ``<key>_is_pad``); ``history`` past states
 and ``horizon`` future actions are shorthands for the common case.
-``EpisodeDataset`` yields whole episodes; ``MixtureDataset`` draws frames from
-several datasets in proportion to weights, deterministically for a seed.
+``EpisodeDataset`` yields whole episodes; ``MixtureDataset`` (torch_mixture.py) draws frames from
+several datasets in proportion to weights, deterministically for a seed; ``GpuLoader``
+(torch_loader.py) yields batches decoded on a GPU, choosing CPU or GPU decode with ``decode="auto"``.
 
 Datasets fetch whole batches (``__getitems__``): indices are grouped by
 episode, each frame's image records are parsed once and images are decoded
@@ -14,8 +16,8 @@ straight into one batch array. With ``decode="none"`` (or ``"cuda"``) a batch
 carries each camera's stored JPEG/PNG bytes packed into one uint8 tensor plus
 offsets; :func:`decode_batch` decodes them on the CPU or, in one nvJPEG call
 per camera, on the GPU. Pass ``collate_fn=collate`` to the DataLoader to take
-batches as fetched (required for the packed bytes; the default collation still
-works for ``decode="cpu"``).
+batches as fetched (required for the packed bytes; the default collation also
+returns a batch of decoded images as fetched).
 
 Datasets pickle as their sources and tables only: each DataLoader worker maps
 the files itself the first time it reads (a map is never shared across processes).
@@ -23,9 +25,8 @@ the files itself the first time it reads (a map is never shared across processes
 
 from __future__ import annotations
 
+import copy as _copy
 import itertools
-import sys
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,7 +36,6 @@ import numpy as np
 try:
     import torch
     from torch.utils.data import Dataset
-    from torch.utils.data import default_collate as _default_collate
 except ModuleNotFoundError as error:  # say which extra installs it
     from .._optional import missing
 
@@ -43,76 +43,29 @@ except ModuleNotFoundError as error:  # say which extra installs it
 
 from .._optional import require
 from . import _images
+from ._batch_reads import IMAGE_TABLE_DTYPE
 from ._errors import ImageDecodeError
 from ._images import JPEG_MAGIC
 from ._reader import ImageRecord
-from ._shards import IMAGE_TABLE_DTYPE, ShardSet, frame_offsets
+from ._shards import ShardSet, frame_offsets
 from .lerobot import TOLERANCE_S
+from .torch_batch import (
+    PACKED_PARTS,
+    Samples,
+    batch_tensor,
+    check_image_format,
+    collate,
+    image_tensor,
+    pack,
+    packed_cameras,
+)
+from .torch_mixture import MixtureDataset
 
 __all__ = ["EpisodeDataset", "FrameDataset", "MixtureDataset", "collate", "decode_batch"]
 
-IMAGE_FORMATS = ("float", "uint8")
-DECODE_MODES = ("cpu", "none", "cuda")
+DECODE_MODES = ("auto", "cpu", "none", "cuda")
 LOW_DIM_FIELDS = ("state", "action", "reward", "terminal")
 _STEP_FIELDS = {"state": "state", "action": "action", "reward": "reward", "terminal": "is_terminal"}
-_PACKED_PARTS = ("_offsets", "_sizes")
-_NUMPY_DTYPES = {torch.uint8: np.uint8, torch.float32: np.float32}
-
-
-def _check_image_format(image_format: str) -> None:
-    if image_format not in IMAGE_FORMATS:
-        raise ValueError(f"kdb: image_format must be one of {IMAGE_FORMATS}, got {image_format!r}")
-
-
-def _batch_tensor(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
-    """A new tensor for a batch: in a DataLoader worker in shared memory, so that handing the batch
-    to the main process copies nothing (as the default collation does), else an array of the
-    process's pool of batch arrays."""
-    if torch.utils.data.get_worker_info() is not None:
-        return torch.empty(shape, dtype=dtype).share_memory_()
-    return torch.from_numpy(_batch_arrays.empty(shape, _NUMPY_DTYPES[dtype]))
-
-
-class _BatchArrays:
-    """Batch arrays handed out again once nothing but this pool refers to them (every tensor of the
-    batch they made is gone). A fresh 7-14 MB array page-faults in ~800 pages per batch, about 5 % of
-    the decode time of 96x96 JPEGs; an array the caller has let go is already mapped."""
-
-    def __init__(self, keep: int) -> None:
-        self.keep = keep
-        self._arrays: list[np.ndarray] = []
-        self._lock = threading.Lock()
-
-    def empty(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
-        """An uninitialised array of ``shape`` and ``dtype`` that nobody else holds."""
-        with self._lock:
-            for array in self._arrays:
-                # References: the pool's list, this loop's name and getrefcount's argument.
-                if array.shape == shape and array.dtype == dtype and sys.getrefcount(array) == 3:
-                    return array
-            array = np.empty(shape, dtype)
-            self._arrays.append(array)
-            if len(self._arrays) > self.keep:
-                self._arrays.pop(0)
-            return array
-
-
-_batch_arrays = _BatchArrays(keep=8)
-
-
-def _image_tensor(pixels: np.ndarray | torch.Tensor, image_format: str) -> torch.Tensor:
-    """(..., H, W, C) uint8 -> (..., C, H, W) tensor, uint8 or float32 in [0, 1], without a transposing copy.
-
-    The result is a channels-last view (strides of the decoded HWC pixels): a
-    transposing copy costs as much as a third of the JPEG decode. Call
-    ``.contiguous()`` where an operation needs channels-first memory.
-    """
-    lead = pixels.ndim - 3
-    tensor = pixels if isinstance(pixels, torch.Tensor) else torch.from_numpy(pixels)
-    if image_format == "float":
-        scale = np.float32(1 / 255)
-        tensor = _batch_tensor(tuple(tensor.shape), torch.float32).copy_(tensor).mul_(scale)  # type: ignore[arg-type]
-    return tensor.permute(*range(lead), lead + 2, lead, lead + 1)
 
 
 @dataclass(frozen=True)
@@ -129,49 +82,6 @@ class _Output:
     def windowed(self) -> bool:
         """True when the entry has a window axis (and a pad mask)."""
         return self.frames is not None or self.seconds is not None
-
-
-class Samples(Sequence):
-    """One fetched batch: :func:`collate` returns it whole; default collation takes it apart by item."""
-
-    def __init__(self, batch: dict[str, Any], size: int, packed: Sequence[str] = ()) -> None:
-        self.batch = batch
-        self.size = size
-        self.packed = tuple(packed)
-        self._items: list[dict[str, Any]] | None = None
-
-    def __len__(self) -> int:
-        return self.size
-
-    def __getitem__(self, item: Any) -> Any:
-        if self._items is None:
-            self._items = [self._item(number) for number in range(self.size)]
-        return self._items[item]
-
-    def _item(self, number: int) -> dict[str, Any]:
-        hidden = {camera + part for camera in self.packed for part in _PACKED_PARTS}
-        item = {key: value[number] for key, value in self.batch.items() if key not in hidden and key not in self.packed}
-        for camera in self.packed:
-            item[camera] = _packed_item(self.batch, camera, number)
-        return item
-
-
-def _packed_item(batch: Mapping[str, Any], camera: str, number: int) -> Any:
-    """The stored bytes of item ``number`` of a packed camera (a list of bytes for a window)."""
-    sizes = batch[camera + "_sizes"]
-    per_item = int(np.prod(sizes.shape[1:-1], dtype=np.int64))
-    offsets = batch[camera + "_offsets"].tolist()
-    data = batch[camera].numpy()
-    pieces = [data[offsets[slot]:offsets[slot + 1]].tobytes()
-              for slot in range(number * per_item, (number + 1) * per_item)]
-    return pieces if sizes.dim() > 2 else pieces[0]
-
-
-def collate(samples: Any) -> Any:
-    """DataLoader ``collate_fn``: a fetched batch as it is (packed bytes included), else default collation."""
-    if isinstance(samples, Samples):
-        return samples.batch
-    return _default_collate(samples)
 
 
 class FrameDataset(Dataset):
@@ -196,11 +106,14 @@ class FrameDataset(Dataset):
     ``decode="cpu"`` decodes images in the worker; ``"none"`` and ``"cuda"``
     leave each camera's stored bytes packed (``image.<camera>`` uint8,
     ``image.<camera>_offsets``, ``image.<camera>_sizes``) for :func:`decode_batch`.
+    ``"auto"`` (the default) lets :class:`arrayio.kdb.torch_loader.GpuLoader`
+    choose between the two for its device, batch and worker count; read
+    without such a loader it decodes in the worker, as ``"cpu"``.
     """
 
     def __init__(self, source: Any, cameras: Sequence[str] | None = None, history: int = 0, horizon: int = 1, *,
                  delta_timestamps: Mapping[str, Sequence[float]] | None = None, tolerance_s: float = TOLERANCE_S,
-                 decode: str = "cpu", image_format: str = "float", on_bad_image: str = "raise",
+                 decode: str = "auto", image_format: str = "float", on_bad_image: str = "raise",
                  storage_options: dict | None = None) -> None:
         if history < 0 or horizon < 1:
             raise ValueError(f"kdb: need history >= 0 and horizon >= 1, got history={history}, horizon={horizon}")
@@ -208,7 +121,7 @@ class FrameDataset(Dataset):
             raise ValueError("kdb: give delta_timestamps or the history/horizon shorthands, not both")
         if decode not in DECODE_MODES:
             raise ValueError(f"kdb: decode must be one of {DECODE_MODES}, got {decode!r}")
-        _check_image_format(image_format)
+        check_image_format(image_format)
         self.history = int(history)
         self.horizon = int(horizon)
         self.decode = decode
@@ -225,6 +138,31 @@ class FrameDataset(Dataset):
             assert self.shards.episode_fps is not None  # read because delta_timestamps is given
             for fps in np.unique(self.shards.episode_fps):
                 self._window_frames(float(fps))
+
+    def __repr__(self) -> str:
+        return (f"FrameDataset({len(self.shards.sources)} shard(s), {len(self)} frames, cameras={self.cameras}, "
+                f"decode={self.decode!r}, image_format={self.image_format!r})")
+
+    @property
+    def packs_images(self) -> bool:
+        """True when batches carry the stored image bytes (decode "none" or "cuda") rather than pixels."""
+        return self.decode in ("none", "cuda")
+
+    @property
+    def dims(self) -> dict[str, int]:
+        """{"state": size, "action": size} of the first episode (a batch of one dataset has one size)."""
+        return self.shards.dims
+
+    def with_decode(self, decode: str, image_format: str | None = None) -> FrameDataset:
+        """A copy of this dataset (sharing its tables) that decodes as ``decode`` (into ``image_format``)."""
+        if decode not in DECODE_MODES:
+            raise ValueError(f"kdb: decode must be one of {DECODE_MODES}, got {decode!r}")
+        copy = _copy.copy(self)
+        copy.decode = decode
+        if image_format is not None:
+            check_image_format(image_format)
+            copy.image_format = image_format
+        return copy
 
     @property
     def first_frames(self) -> np.ndarray:
@@ -265,8 +203,11 @@ class FrameDataset(Dataset):
 
     def __getitems__(self, items: Sequence[int]) -> Samples:
         """A whole batch in one call (see :func:`collate`)."""
-        packed = [f"image.{camera}" for camera in self.cameras] if self.decode != "cpu" else []
-        return Samples(self._fetch(items), len(items), packed)
+        return Samples(self._fetch(items), len(items), self.packed_keys())
+
+    def packed_keys(self) -> list[str]:
+        """The item keys that hold packed image bytes (none when images are decoded in the worker)."""
+        return [f"image.{camera}" for camera in self.cameras] if self.packs_images else []
 
     # -- fetching --------------------------------------------------------------------------------
 
@@ -274,9 +215,15 @@ class FrameDataset(Dataset):
         """The collated batch of global frames ``items``."""
         return _fetch_parts([(self, items, np.arange(len(items)))], len(items))
 
-    def _signature(self) -> tuple:
+    @staticmethod
+    def fetch_parts(parts: list[tuple[FrameDataset, Sequence[int], np.ndarray]], size: int,
+                    pad_to: Mapping[str, int] | None = None) -> dict[str, Any]:
+        """One batch of frames of several datasets of one :meth:`batch_signature` (see ``_fetch_parts``)."""
+        return _fetch_parts(parts, size, pad_to)
+
+    def batch_signature(self) -> tuple:
         """What two datasets must share for their items to be fetched into one batch."""
-        return (self.decode, self.image_format, tuple(self.cameras),
+        return (self.packs_images, self.image_format, tuple(self.cameras),
                 tuple((output.key, output.field, output.pad_key) for output in self.outputs))
 
     def _rows(self, output: _Output, episodes: np.ndarray, local: np.ndarray,
@@ -293,18 +240,21 @@ class FrameDataset(Dataset):
                 wanted[chosen] = local[chosen, None] + self._window_frames(float(value))[output.key][None, :]
         else:
             wanted = local[:, None]
-        clamped = np.clip(wanted, 0, lengths[:, None] - 1)
+        clamped = np.minimum(np.maximum(wanted, 0), lengths[:, None] - 1)  # np.clip's wrapper costs more here
         return clamped, clamped != wanted
 
 
-def _fetch_parts(parts: list[tuple[FrameDataset, Sequence[int], np.ndarray]], size: int) -> dict[str, Any]:
+def _fetch_parts(parts: list[tuple[FrameDataset, Sequence[int], np.ndarray]], size: int,
+                 pad_to: Mapping[str, int] | None = None) -> dict[str, Any]:
     """One collated batch of ``size`` items: for each (dataset, items, batch rows) part, the dataset's
-    frames ``items`` at those rows. Every dataset shares one signature (see ``_signature``)."""
+    frames ``items`` at those rows. Every dataset shares one signature (see ``batch_signature``).
+    ``pad_to`` {field: size} zero-pads those fields' last axis, with a ``<key>_dim_mask`` per key."""
     first = parts[0][0]
     outputs = first.outputs
     sources = _Sources(len(parts))
     batch: dict[str, Any] = {output.key: None for output in outputs if output.field in _STEP_FIELDS}
     pads: dict[str, np.ndarray] = {}
+    dim_masks: dict[str, np.ndarray] = {}
     meta = {key: np.zeros(size, np.int64) for key in ("episode", "frame", "shard", "index")}
     images = [output for output in outputs if output.field not in _STEP_FIELDS]
     image_keys = {output.key for output in images}
@@ -326,6 +276,7 @@ def _fetch_parts(parts: list[tuple[FrameDataset, Sequence[int], np.ndarray]], si
             if output.key in image_keys and output.key not in image_state:
                 image_state[output.key] = _ImageGather(size, window, output.field[len("image."):])
         unique = np.unique(episodes)
+        shards.prefetch(unique, images=bool(images))
         if any(output.field in _STEP_FIELDS for output in outputs):
             steps = shards.load_steps(unique)
             rows_at = steps.start[episodes][:, None]
@@ -334,6 +285,10 @@ def _fetch_parts(parts: list[tuple[FrameDataset, Sequence[int], np.ndarray]], si
                 if output.field not in _STEP_FIELDS:
                     continue
                 values = column[_STEP_FIELDS[output.field]][rows_at + rows[output.key][0]]
+                width = pad_to.get(output.field) if pad_to else None
+                if width is not None:
+                    _put_padded(batch, dim_masks, output.key, values, rows_of, size, width)
+                    continue
                 if batch[output.key] is None:
                     batch[output.key] = np.empty((size, *values.shape[1:]), values.dtype)
                 elif batch[output.key].shape[1:] != values.shape[1:]:
@@ -355,15 +310,30 @@ def _fetch_parts(parts: list[tuple[FrameDataset, Sequence[int], np.ndarray]], si
             batch[output.key] = tensor if output.windowed else tensor[:, 0]
         else:
             gathered = image_state[output.key]
-            if first.decode == "cpu":
+            if not first.packs_images:
                 pixels = gathered.decode(sources)
-                batch[output.key] = _image_tensor(pixels if output.windowed else pixels[:, 0], first.image_format)
+                batch[output.key] = image_tensor(pixels if output.windowed else pixels[:, 0], first.image_format)
             else:
                 batch.update(gathered.packed(sources, output.key, output.windowed))
         if output.pad_key is not None:
             batch[output.pad_key] = torch.from_numpy(pads[output.pad_key])
     batch.update({key: torch.from_numpy(values) for key, values in meta.items()})
+    batch.update({f"{key}_dim_mask": torch.from_numpy(mask) for key, mask in dim_masks.items()})
     return batch
+
+
+def _put_padded(batch: dict[str, Any], masks: dict[str, np.ndarray], key: str, values: np.ndarray,
+                rows_of: np.ndarray, size: int, width: int) -> None:
+    """Write (n, window, d) ``values`` at batch rows ``rows_of`` of ``key`` (last axis ``width``, zeros past
+    d) and mark the d real entries in ``masks[key]``."""
+    found = values.shape[-1]
+    if found > width:
+        raise ValueError(f"kdb: {key} has {found} entries, more than the {width} it is padded to")
+    if batch[key] is None:
+        batch[key] = np.zeros((size, *values.shape[1:-1], width), values.dtype)
+        masks[key] = np.zeros((size, width), bool)
+    batch[key][rows_of, ..., :found] = values
+    masks[key][rows_of, :found] = True
 
 
 def _gather_images(shards: ShardSet, part: int, episodes: np.ndarray, unique: np.ndarray, rows_of: np.ndarray,
@@ -429,46 +399,40 @@ class _ImageGather:
     def packed(self, sources: _Sources, key: str, windowed: bool) -> dict[str, torch.Tensor]:
         """``key``: every stored image's bytes in one uint8 tensor; ``key_offsets``: (count + 1,) int64
         starts; ``key_sizes``: (B[, n], 4) int32 height, width, channels, format byte."""
-        files = {owner: sources.file(owner).source for owner in np.unique(self.source).tolist()}
-        pieces = []
-        for start, length, owner in zip(self.records["offset"].reshape(-1).tolist(),
-                                        self.records["length"].reshape(-1).tolist(), self.source.reshape(-1).tolist()):
-            source = files[owner]
-            buffer = source.buffer
-            pieces.append(buffer[start:start + length] if buffer is not None else source.view(start, length, "image"))
+        pieces = _stored_bytes(sources, self.source.reshape(-1), self.records.reshape(-1))
         records = self.records
         sizes = np.stack([records["height"], records["width"], records["channels"], records["format"]],
                          -1).astype(np.int32)
-        return {**_pack(key, pieces), key + "_sizes": torch.from_numpy(sizes if windowed else sizes[:, 0])}
+        return {**pack(key, pieces), key + "_sizes": torch.from_numpy(sizes if windowed else sizes[:, 0])}
 
     def decode(self, sources: _Sources) -> torch.Tensor:
         """All images decoded into one (B, n, H, W, C) uint8 tensor, each distinct frame once."""
         records = self.records.reshape(-1)
-        _, first, inverse = np.unique(self.frame_keys.reshape(-1), return_index=True, return_inverse=True)
+        keys = self.frame_keys.reshape(-1)
+        if len(keys) == 1:  # one item (a plain __getitem__): nothing to deduplicate
+            first = inverse = np.zeros(1, np.int64)
+        else:
+            _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
         places = np.sort(first)  # decoded in batch order: the fresh batch memory is written front to back
         chosen = records[places]
         formats, channels = chosen["format"], chosen["channels"]
-        decoded_channels = np.where((formats == 0) | np.isin(channels, (1, 3, 4)), channels, 3)
+        decoded_channels = np.where((formats == 0) | (channels == 1) | (channels == 3) | (channels == 4), channels, 3)
         shapes = np.stack([chosen["height"], chosen["width"], decoded_channels], -1)
         shape = tuple(shapes[0].tolist())
         wrong = np.flatnonzero((shapes != shape).any(-1))
         if len(wrong):
             raise ValueError(f"kdb: camera {self.camera!r} has images of {tuple(shapes[wrong[0]].tolist())} and "
                              f"{shape} in one batch; a batch needs one image size per camera")
-        batch = _batch_tensor((self.size * self.window, *shape), torch.uint8)
+        batch = batch_tensor((self.size * self.window, *shape), torch.uint8)
         pixels = batch.numpy()
-        owners = self.source.reshape(-1)[places].tolist()
-        files = {owner: sources.file(owner).source for owner in set(owners)}
-        buffers = {owner: source.buffer for owner, source in files.items()}
-        for place, offset, length, fmt, owner in zip(places.tolist(), chosen["offset"].tolist(),
-                                                     chosen["length"].tolist(), formats.tolist(), owners):
+        owners = self.source.reshape(-1)[places]
+        stored = _stored_bytes(sources, owners, chosen)
+        for place, offset, length, fmt, owner, data in zip(places.tolist(), chosen["offset"].tolist(),
+                                                           chosen["length"].tolist(), formats.tolist(),
+                                                           owners.tolist(), stored):
             target = pixels[place]
-            if fmt:  # JPEG straight into the batch; anything else (and any failure) by the reader below
-                buffer = buffers[owner]
-                data = (buffer[offset:offset + length] if buffer is not None
-                        else files[owner].view(offset, length, "image"))
-                if _images.decode_jpeg_into(data, target):
-                    continue
+            if fmt and _images.decode_jpeg_into(data, target):  # JPEG straight into the batch
+                continue  # anything else (and any failure) by the reader below
             record = records[place]
             kdb = sources.file(owner)
             image = ImageRecord(self.camera, int(record["width"]), int(record["height"]), int(record["channels"]),
@@ -484,12 +448,18 @@ class _ImageGather:
         return batch.reshape(self.size, self.window, *shape)
 
 
+def _stored_bytes(sources: _Sources, owners: np.ndarray, records: np.ndarray) -> list[Any]:
+    """The stored bytes of each record (read from source ``owners[i]``), one batched read per file."""
+    pieces: list[Any] = [None] * len(records)
+    for owner in np.unique(owners).tolist():
+        places = np.flatnonzero(owners == owner)
+        chosen = records[places]
+        for place, data in zip(places.tolist(), sources.file(owner).image_bytes(chosen["offset"], chosen["length"])):
+            pieces[place] = data
+    return pieces
+
+
 # -- packed bytes ----------------------------------------------------------------------------------
-
-
-def packed_cameras(batch: Mapping[str, Any]) -> list[str]:
-    """The keys of ``batch`` that hold packed image bytes (with their _offsets and _sizes)."""
-    return [key for key in batch if all(key + part in batch for part in _PACKED_PARTS)]
 
 
 def decode_batch(batch: Mapping[str, Any], device: Any = "cpu", *, image_format: str = "uint8",
@@ -502,7 +472,7 @@ def decode_batch(batch: Mapping[str, Any], device: Any = "cpu", *, image_format:
     the CPU instead (and keeps everything on the CPU when there is no CUDA).
     ``image_format="float"`` gives float32 in [0, 1].
     """
-    _check_image_format(image_format)
+    check_image_format(image_format)
     target = torch.device(device)
     if target.type == "cuda" and not torch.cuda.is_available():
         if not fallback:
@@ -513,7 +483,7 @@ def decode_batch(batch: Mapping[str, Any], device: Any = "cpu", *, image_format:
     if not cameras and any(key.startswith("image.") and isinstance(value, list) for key, value in batch.items()):
         raise ValueError("kdb: this batch holds lists of image bytes: build the DataLoader with "
                          "collate_fn=arrayio.kdb.torch.collate to get them packed")
-    hidden = {camera + part for camera in cameras for part in _PACKED_PARTS}
+    hidden = {camera + part for camera in cameras for part in PACKED_PARTS}
     out: dict[str, Any] = {}
     for key, value in batch.items():
         if key in hidden:
@@ -544,7 +514,7 @@ def _decode_camera(batch: Mapping[str, Any], key: str, device: torch.device, ima
             raise ValueError(f"kdb: cannot decode {key} on {device}: {problem} (pass fallback=True to decode "
                              "on the CPU instead)")
     pixels = _decode_cpu(key, data, offsets, flat_sizes, height, width, channels)
-    return _image_tensor(pixels.reshape(*lead, *pixels.shape[1:]), image_format).to(device)
+    return image_tensor(pixels.reshape(*lead, *pixels.shape[1:]), image_format).to(device)
 
 
 def _decode_cpu(key: str, data: torch.Tensor, offsets: torch.Tensor, sizes: np.ndarray, height: int, width: int,
@@ -612,7 +582,7 @@ class EpisodeDataset(Dataset):
 
     def __init__(self, source: Any, cameras: Sequence[str] | None = None, *, image_format: str = "float",
                  on_bad_image: str = "raise", storage_options: dict | None = None) -> None:
-        _check_image_format(image_format)
+        check_image_format(image_format)
         self.image_format = image_format
         self.shards = ShardSet(source, on_bad_image=on_bad_image, storage_options=storage_options)
         self.cameras = self.shards.cameras if cameras is None else list(cameras)
@@ -640,7 +610,7 @@ class EpisodeDataset(Dataset):
         images = episode.images
         assert images is not None  # read_episode reads images by default
         for camera in self.cameras:
-            sample[f"image.{camera}"] = _image_tensor(np.asarray(images[camera]), self.image_format)
+            sample[f"image.{camera}"] = image_tensor(np.asarray(images[camera]), self.image_format)
         return sample
 
     def __getitems__(self, items: Sequence[int]) -> list[dict[str, Any]]:
@@ -648,183 +618,3 @@ class EpisodeDataset(Dataset):
         return [self[int(item)] for item in items]
 
 
-# -- mixtures ---------------------------------------------------------------------------------------
-
-
-class MixtureDataset(Dataset):
-    """Frames drawn from several datasets in proportion to their weights, the same for every process.
-
-    ``MixtureDataset([(robot_a, 0.5), (robot_b, 0.3), (robot_c, 0.2)], seed=0)``
-    has ``num_samples`` items (default: the datasets' total length). Item i is
-    a fixed function of (seed, epoch, i): exactly ``round(weight * num_samples)``
-    items come from each dataset (largest remainders), in shuffled order, each
-    a uniformly drawn item of it. So any sampler works: a plain or shuffled
-    DataLoader, workers, and ``DistributedSampler`` sharding across ranks all
-    see one consistent mixture. Call :meth:`set_epoch` (before creating the
-    DataLoader iterator) for a fresh draw each epoch. Items carry ``dataset``,
-    the number of the dataset they came from; datasets must give the same keys.
-    FrameDatasets with the same options are fetched into one batch directly;
-    other datasets batch by batch, then merged back into item order.
-    """
-
-    def __init__(self, datasets: Sequence[tuple[Any, float]], *, seed: int = 0,
-                 num_samples: int | None = None) -> None:
-        if not datasets:
-            raise ValueError("kdb: a mixture needs at least one (dataset, weight) pair")
-        self.datasets = [dataset for dataset, _ in datasets]
-        weights = np.asarray([float(weight) for _, weight in datasets], np.float64)
-        if not np.isfinite(weights).all() or (weights < 0).any() or weights.sum() <= 0:
-            raise ValueError(f"kdb: mixture weights must be finite, >= 0 and not all 0, got {weights.tolist()}")
-        for number, dataset in enumerate(self.datasets):
-            if weights[number] > 0 and len(dataset) == 0:
-                raise ValueError(f"kdb: mixture dataset {number} is empty but has weight {weights[number]}")
-        self.weights = weights / weights.sum()
-        self.seed = int(seed)
-        self.epoch = 0
-        self.num_samples = int(sum(len(dataset) for dataset in self.datasets) if num_samples is None
-                               else num_samples)
-        if self.num_samples < 0:
-            raise ValueError(f"kdb: num_samples must be >= 0, got {num_samples}")
-        self._plan: tuple[np.ndarray, np.ndarray] | None = None
-        self._one_kind: bool | None = None
-
-    def set_epoch(self, epoch: int) -> None:
-        """Draw a new mixture for ``epoch`` (as DistributedSampler.set_epoch does for its order)."""
-        self.epoch = int(epoch)
-        self._plan = None
-
-    def __len__(self) -> int:
-        return self.num_samples
-
-    def counts(self) -> np.ndarray:
-        """Items per dataset: weight * num_samples rounded so they sum to num_samples."""
-        exact = self.weights * self.num_samples
-        counts = np.floor(exact).astype(np.int64)
-        remainder = self.num_samples - int(counts.sum())
-        counts[np.argsort(-(exact - counts), kind="stable")[:remainder]] += 1
-        return counts
-
-    def plan(self) -> tuple[np.ndarray, np.ndarray]:
-        """(dataset number, item within it) of every item, from seed and epoch alone."""
-        if self._plan is None:
-            rng = np.random.default_rng([self.seed, self.epoch])
-            counts = self.counts()
-            sources = np.repeat(np.arange(len(counts), dtype=np.int16 if len(counts) < 2**15 else np.int64), counts)
-            rng.shuffle(sources)
-            inner = np.zeros(self.num_samples, np.int64)
-            for number, count in enumerate(counts.tolist()):
-                if count:
-                    inner[sources == number] = rng.integers(0, len(self.datasets[number]), count)
-            self._plan = (sources, inner)
-        return self._plan
-
-    def __getstate__(self) -> dict:
-        state = dict(self.__dict__)
-        state["_plan"] = None
-        return state
-
-    def __getitem__(self, item: int) -> dict[str, Any]:
-        return self.__getitems__([item])[0]
-
-    def __getitems__(self, items: Sequence[int]) -> Samples:
-        """A batch in one call: items grouped by dataset, each group fetched as one batch, put back in order."""
-        indices = np.asarray(items, np.int64).reshape(-1)
-        indices = np.where(indices < 0, indices + self.num_samples, indices)
-        if ((indices < 0) | (indices >= self.num_samples)).any():
-            raise IndexError(f"kdb: mixture item outside 0..{self.num_samples - 1} in {list(items)[:8]}")
-        sources, inner = self.plan()
-        chosen = sources[indices]
-        numbers = np.unique(chosen).tolist()
-        if self._one_kind is None:
-            kinds = {dataset._signature() if isinstance(dataset, FrameDataset) else None for dataset in self.datasets}
-            self._one_kind = len(kinds) == 1 and None not in kinds
-        if self._one_kind:  # every dataset's frames decoded straight into one batch: no merge copy
-            parts = [(self.datasets[number], inner[indices[chosen == number]], np.flatnonzero(chosen == number))
-                     for number in numbers]
-            batch = _fetch_parts(parts, len(indices))
-            batch["dataset"] = torch.from_numpy(chosen.astype(np.int64))
-            first = self.datasets[numbers[0]]
-            packed_keys = [f"image.{camera}" for camera in first.cameras] if first.decode != "cpu" else []
-            return Samples(batch, len(indices), packed_keys)
-        batches: list[tuple[np.ndarray, dict[str, Any]]] = []
-        packed: set[str] = set()
-        for number in numbers:
-            members = np.flatnonzero(chosen == number)
-            dataset = self.datasets[number]
-            fetched = dataset.__getitems__(inner[indices[members]].tolist()) if hasattr(
-                dataset, "__getitems__") else [dataset[int(i)] for i in inner[indices[members]]]
-            if isinstance(fetched, Samples):
-                batch = dict(fetched.batch)
-                packed.update(fetched.packed)
-            else:
-                batch = _default_collate(list(fetched))
-            batch["dataset"] = torch.full((len(members),), number, dtype=torch.int64)
-            batches.append((members, batch))
-        return Samples(_merge(batches, len(indices), packed), len(indices), sorted(packed))
-
-
-def _merge(parts: list[tuple[np.ndarray, dict[str, Any]]], size: int, packed: set[str]) -> dict[str, Any]:
-    """One batch of ``size`` items from per-dataset batches, each item back at its place."""
-    keys = list(parts[0][1])
-    for _, batch in parts[1:]:
-        if set(batch) != set(keys):
-            raise ValueError(f"kdb: mixture datasets give different keys: {sorted(keys)} vs {sorted(batch)}")
-    if len(parts) == 1 and np.array_equal(parts[0][0], np.arange(size)):
-        return parts[0][1]
-    merged: dict[str, Any] = {}
-    hidden = {camera + part for camera in packed for part in _PACKED_PARTS}
-    for key in keys:
-        if key in hidden:
-            continue
-        if key in packed:
-            merged.update(_merge_packed(parts, key, size))
-            continue
-        first = parts[0][1][key]
-        if isinstance(first, torch.Tensor):
-            shapes = {tuple(batch[key].shape[1:]) for _, batch in parts}
-            if len(shapes) > 1:
-                raise ValueError(f"kdb: mixture datasets give {key} of different shapes {sorted(shapes)}")
-            # Merge in memory order (images are channels-last views): a transposing copy would cost a
-            # large part of the decode.
-            strides = first.stride()
-            order = sorted(range(first.dim()), key=lambda dim: (dim != 0, -strides[dim]))
-            inverse = [order.index(dim) for dim in range(first.dim())]
-            out = torch.empty((size, *[first.shape[dim] for dim in order[1:]]), dtype=first.dtype)
-            rows = out.numpy()  # numpy's row gather is a memcpy per row; torch's index_put is far slower here
-            for members, batch in parts:
-                rows[members] = batch[key].permute(order).numpy()
-            merged[key] = out.permute(inverse)
-        else:
-            values: list[Any] = [None] * size
-            for members, batch in parts:
-                for member, value in zip(members.tolist(), batch[key]):
-                    values[member] = value
-            merged[key] = values
-    return merged
-
-
-def _pack(key: str, pieces: list[Any]) -> dict[str, torch.Tensor]:
-    """``key``: the pieces' bytes in one uint8 tensor; ``key_offsets``: (count + 1,) int64 starts."""
-    lengths = np.fromiter((len(piece) for piece in pieces), np.int64, len(pieces))
-    offsets = np.zeros(len(pieces) + 1, np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    data = _batch_tensor((int(offsets[-1]),), torch.uint8)
-    flat = data.numpy()
-    for start, piece in zip(offsets[:-1].tolist(), pieces):
-        flat[start:start + len(piece)] = np.frombuffer(piece, np.uint8)
-    return {key: data, key + "_offsets": torch.from_numpy(offsets)}
-
-
-def _merge_packed(parts: list[tuple[np.ndarray, dict[str, Any]]], key: str, size: int) -> dict[str, torch.Tensor]:
-    sizes_shape = parts[0][1][key + "_sizes"].shape[1:]
-    per_item = int(np.prod(sizes_shape[:-1], dtype=np.int64))
-    pieces: list[Any] = [None] * (size * per_item)
-    sizes = np.zeros((size, *sizes_shape), np.int32)
-    for members, batch in parts:
-        flat, starts = batch[key].numpy(), batch[key + "_offsets"].tolist()
-        sizes[members] = batch[key + "_sizes"].numpy()
-        for row, member in enumerate(members.tolist()):
-            for slot in range(per_item):
-                source = row * per_item + slot
-                pieces[member * per_item + slot] = flat[starts[source]:starts[source + 1]]
-    return {**_pack(key, pieces), key + "_sizes": torch.from_numpy(sizes)}

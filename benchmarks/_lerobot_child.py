@@ -1,0 +1,104 @@
+"""The LeRobot side of benchmarks/lerobot_vs_kdb.py, run by the Python of lerobot's own venv
+(lerobot 0.6 needs Python 3.12; arrayio is not imported here).
+
+    python _lerobot_child.py write FOLDER --episodes 20 --frames 150 --size 224 --fps 30
+    python _lerobot_child.py read FOLDER --backend pyav --samples 300 --batches 12 --batch 32 --workers 2
+
+``write`` builds the dataset with lerobot's own writer (LeRobotDataset.create, add_frame,
+save_episode, finalize: AV1 video); ``read`` prints one JSON line: random-frame __getitem__ and
+DataLoader frames/s of LeRobotDataset with the given video backend, and a checksum of the
+first sampled frame so the parent can check that both libraries return the same pixels.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+CAMERA = "observation.images.front"
+STATE_DIM, ACTION_DIM = 14, 7
+
+
+def frame_pixels(size: int, episode: int, frame: int) -> np.ndarray:
+    """A camera-like frame (smooth colours and a moving disc) that changes a little from frame to frame."""
+    y, x = np.mgrid[0:size, 0:size] / size
+    phase = (episode * 0.37 + frame / 40.0) * 2 * np.pi
+    picture = np.stack([128 + 90 * np.sin(3 * x + phase), 128 + 90 * np.cos(2 * y - phase),
+                        128 + 60 * np.sin(4 * (x + y) + 2 * phase)], axis=-1)
+    cx, cy = 0.5 + 0.3 * np.cos(phase), 0.5 + 0.3 * np.sin(phase)
+    picture[(x - cx) ** 2 + (y - cy) ** 2 < 0.01] = (240, 40, 40)
+    return np.clip(picture, 0, 255).astype(np.uint8)
+
+
+def write(folder: Path, episodes: int, frames: int, size: int, fps: int) -> None:
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    features = {
+        "observation.state": {"dtype": "float32", "shape": (STATE_DIM,), "names": None},
+        "action": {"dtype": "float32", "shape": (ACTION_DIM,), "names": None},
+        CAMERA: {"dtype": "video", "shape": (size, size, 3), "names": ["height", "width", "channels"]},
+    }
+    dataset = LeRobotDataset.create("arrayio/bench", fps=fps, features=features, root=folder, use_videos=True)
+    rng = np.random.default_rng(0)
+    for episode in range(episodes):
+        for frame in range(frames):
+            dataset.add_frame({"observation.state": rng.random(STATE_DIM, dtype=np.float32),
+                               "action": rng.random(ACTION_DIM, dtype=np.float32),
+                               CAMERA: frame_pixels(size, episode, frame), "task": f"task {episode % 3}"})
+        dataset.save_episode()
+    dataset.finalize()
+
+
+def read(folder: Path, backend: str, samples: int, batches: int, batch: int, workers: int) -> dict:
+    import torch
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    dataset = LeRobotDataset("arrayio/bench", root=folder, video_backend=backend)
+    rng = np.random.default_rng(1)
+    items = rng.integers(0, len(dataset), samples).tolist()
+    first = dataset[items[0]]  # opens the decoders once, as a training run would
+    started = time.perf_counter()
+    for item in items:
+        dataset[item]
+    random_rate = samples / (time.perf_counter() - started)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=batch, shuffle=True, num_workers=workers,
+                                         generator=torch.Generator().manual_seed(2))
+    iterator = iter(loader)
+    next(iterator)  # workers started and warm
+    started = time.perf_counter()
+    count = 0
+    for _ in range(batches):
+        count += len(next(iterator)["index"])
+    loader_rate = count / (time.perf_counter() - started)
+    image = first[CAMERA]
+    return {"backend": backend, "random": random_rate, "loader": loader_rate, "item": int(items[0]),
+            "image_dtype": str(image.dtype), "image_shape": list(image.shape),
+            "image_sum": float(image.double().sum())}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("command", choices=["write", "read"])
+    parser.add_argument("folder", type=Path)
+    parser.add_argument("--episodes", type=int, default=20)
+    parser.add_argument("--frames", type=int, default=150)
+    parser.add_argument("--size", type=int, default=224)
+    parser.add_argument("--fps", type=int, default=30)
+    parser.add_argument("--backend", default="pyav")
+    parser.add_argument("--samples", type=int, default=300)
+    parser.add_argument("--batches", type=int, default=12)
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+    if args.command == "write":
+        write(args.folder, args.episodes, args.frames, args.size, args.fps)
+    else:
+        print(json.dumps(read(args.folder, args.backend, args.samples, args.batches, args.batch, args.workers)))
+
+
+if __name__ == "__main__":
+    main()

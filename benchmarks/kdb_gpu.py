@@ -1,0 +1,200 @@
+"""GpuLoader on a GPU (issue 21): frames/s of decoded batches on the device against the nvJPEG ceiling, at
+0/4/8/(cores-1) workers, 96 and 224 px, 2 JPEG cameras, batch 256, random frames, with and without a
+training stand-in (a fixed bf16 matmul per batch on the consumer's stream), best of 3; decode="cpu" at
+the same worker counts (the crossover) and what decode="auto" chooses at each.
+
+    python benchmarks/kdb_gpu.py [--frames 6144] [--batches 12] [--standin 8] [--quick] [--json PATH]
+
+On a GPU machine with Python 3.12 and torch/torchvision but no network, carry ``src/`` and the cp312
+wheels of blosc 1.11.4 and simplejpeg (see /work/.library/device/README.md), then in one command:
+
+    python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && \\
+        PYTHONPATH=/tmp/site:src python3 benchmarks/kdb_gpu.py --json $OUT/kdb_gpu.json
+
+Without CUDA it measures nothing and says so (``--device cpu`` runs the same code on the CPU, a check
+that the script works, not a figure).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "src"))
+
+import _rows  # noqa: E402
+from kdb import CAMERAS, POOL, synthetic_pool  # noqa: E402 - benchmarks/kdb.py, beside this file
+
+from arrayio import kdb  # noqa: E402
+from arrayio.kdb import EncodedImage  # noqa: E402
+
+AREA = "kdb-gpu"
+BATCH = 256
+
+
+def build(folder: Path, size: int, frames: int, per_episode: int = 128) -> Path:
+    """One .kdb of 2 JPEG cameras (frames drawn from a pool of distinct synthetic pictures)."""
+    rng = np.random.default_rng(size)
+    encoded, _ = synthetic_pool(size, rng)
+    path = folder / f"gpu{size}.kdb"
+    with kdb.Writer(path) as writer:
+        for _ in range(max(1, frames // per_episode)):
+            picks = {camera: rng.integers(0, POOL, per_episode) for camera in CAMERAS}
+            writer.add_episode(rng.standard_normal((per_episode, 14)).astype(np.float32),
+                               rng.standard_normal((per_episode, 7)).astype(np.float32), fps=20.0,
+                               images={camera: [EncodedImage(encoded[p], "jpeg", size, size, 3) for p in picks[camera]]
+                                       for camera in CAMERAS})
+    return path
+
+
+def synchronize(device) -> None:
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def ceiling(dataset, device, repeat: int = 5) -> float:
+    """Frames/s of decode alone on the device for a packed batch of 256 random frames (best of 3)."""
+    from arrayio.kdb.torch import collate, decode_batch
+
+    rng = np.random.default_rng(0)
+    packed = collate(dataset.with_decode("none").__getitems__(rng.integers(0, len(dataset), BATCH).tolist()))
+    if device.type == "cuda":  # the pieces as nvJPEG takes them: the ceiling leaves out our own host work
+        from torchvision.io import decode_jpeg
+
+        pieces = {key: [packed[key][a:b] for a, b in zip(packed[key + "_offsets"].tolist()[:-1],
+                                                          packed[key + "_offsets"].tolist()[1:])]
+                  for key in packed if key + "_offsets" in packed}
+
+        def run() -> None:
+            for camera_pieces in pieces.values():
+                decode_jpeg(camera_pieces, device=device)
+    else:
+        def run() -> None:
+            decode_batch(packed, device)
+    run()
+    best = float("inf")
+    for _ in range(3):
+        synchronize(device)
+        started = time.perf_counter()
+        for _ in range(repeat):
+            run()
+        synchronize(device)
+        best = min(best, time.perf_counter() - started)
+    return repeat * BATCH / best
+
+
+def standin_step(device, size: int):
+    """The training stand-in: ``size`` fixed bf16 4096x4096 matmuls per batch on the consumer's stream."""
+    import torch
+
+    if not size:
+        return lambda batch: None
+    side = 4096 if device.type == "cuda" else 256
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    weight = torch.randn(side, side, device=device, dtype=dtype)
+    state = torch.randn(side, side, device=device, dtype=dtype)
+
+    def step(batch: dict) -> None:
+        nonlocal state
+        for _ in range(size):
+            state = torch.tanh(state @ weight)
+        for key in CAMERAS:  # the step reads the images: it must wait for their decode
+            batch[f"image.{key}"].float().mean()
+    return step
+
+
+def loader_rate(dataset, device, workers: int, decode: str, batches: int, step) -> tuple[float, str, dict]:
+    """Frames/s of GpuLoader after its first batch, the consumer running ``step`` on each; its choice and stats."""
+    import torch
+
+    from arrayio.kdb.torch_loader import GpuLoader
+
+    loader = GpuLoader(dataset, batch_size=BATCH, num_workers=workers, device=device, decode=decode, shuffle=True,
+                       drop_last=True, generator=torch.Generator().manual_seed(workers),
+                       prefetch_factor=4 if workers else None, persistent_workers=False)
+    iterator = iter(loader)
+    step(next(iterator))
+    synchronize(device)
+    started = time.perf_counter()
+    count = 0
+    for _ in range(batches):
+        try:
+            batch = next(iterator)
+        except StopIteration:
+            break
+        step(batch)
+        count += BATCH
+    synchronize(device)
+    elapsed = time.perf_counter() - started
+    stats = loader.stats.per_batch()
+    del iterator
+    return count / elapsed, str(loader.choice), stats
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--frames", type=int, default=6144, help="frames per image size")
+    parser.add_argument("--batches", type=int, default=12, help="batches timed per run")
+    parser.add_argument("--standin", type=int, default=8, help="4096^2 bf16 matmuls per batch in the stand-in")
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--best-of", type=int, default=3)
+    _rows.add_arguments(parser)
+    args = parser.parse_args(argv)
+    import torch
+
+    device = torch.device(args.device)
+    cores = len(os.sched_getaffinity(0))
+    workers_list = sorted({0, min(4, cores - 1), min(8, cores - 1), cores - 1})
+    if args.quick:
+        args.frames, args.batches, args.best_of, workers_list = 1024, 2, 1, [0, min(2, cores - 1)]
+    data = (f"2 JPEG cameras, batch {BATCH}, random frames, {args.frames} frames per size, {args.batches} batches "
+            f"timed, best of {args.best_of}; stand-in {args.standin} bf16 4096^2 matmuls per batch; {cores} cores")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        print("kdb_gpu: no CUDA GPU on this machine: nothing measured (run it on a GPU machine)")
+        _rows.write(args.json_path, AREA, data + " (not measured: no GPU)", [])
+        return
+    torch.set_num_threads(1)
+    print(f"{torch.cuda.get_device_name(device) if device.type == 'cuda' else 'CPU'}; {data}")
+    from arrayio.kdb.torch import FrameDataset
+
+    rows = []
+    with tempfile.TemporaryDirectory() as scratch:
+        for size in (96, 224):
+            dataset = FrameDataset(build(Path(scratch), size, args.frames))
+            limit = ceiling(dataset, device)
+            print(f"\n{size}x{size}: nvJPEG ceiling (decode_jpeg alone, batch {BATCH}) {limit:,.0f} frames/s")
+            print(f"{'workers':>8} {'gpu':>9} {'ratio':>6} {'+step':>9} {'ratio':>6} {'cpu':>9} {'host ms':>8}  auto")
+            for workers in workers_list:
+                best = {"plain": 0.0, "step": 0.0}
+                stats: dict = {}
+                for _ in range(args.best_of):
+                    for name, size_of_step in (("plain", 0), ("step", args.standin)):
+                        rate, _, stats = loader_rate(dataset, device, workers, "gpu", args.batches,
+                                                     standin_step(device, size_of_step))
+                        best[name] = max(best[name], rate)
+                cpu, _, _ = loader_rate(dataset, device, workers, "cpu", args.batches, standin_step(device, 0))
+                choice = loader_rate(dataset, device, workers, "auto", 1, standin_step(device, 0))[1]
+                print(f"{workers:>8} {best['plain']:>9,.0f} {best['plain'] / limit:>6.2f} {best['step']:>9,.0f} "
+                      f"{best['step'] / limit:>6.2f} {cpu:>9,.0f} {1e3 * stats['host_s']:>8.2f}  {choice}")
+                for name in ("plain", "step"):
+                    rows.append(_rows.row(AREA, f"{size}px, {workers} workers, GpuLoader decode=gpu"
+                                          + (", training stand-in" if name == "step" else ""), best[name],
+                                          limit=limit, limit_name="nvJPEG ceiling", unit="frames/s",
+                                          higher_is_better=True, target="ours / ceiling >= 0.9"))
+                rows.append(_rows.row(AREA, f"{size}px, {workers} workers, GpuLoader decode=cpu", cpu, limit=limit,
+                                      limit_name="nvJPEG ceiling", unit="frames/s", higher_is_better=True,
+                                      note=choice))
+    _rows.write(args.json_path, AREA, data, rows)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""Training from object storage (issue 21): FrameDataset over ``s3://bucket/shards/*.kdb`` on the loopback
+S3 server (moto) against the same loader over the local files, 2 DataLoader workers, random frames across
+every shard; requests and bytes per batch as the server counted them.
+
+    python benchmarks/kdb_remote_training.py [--shards 4] [--episodes 8] [--frames 100] [--epochs 2]
+                                             [--quick] [--json PATH]
+
+The first epoch reads each episode once per worker (one request each, then the block cache answers); the
+second is what later epochs cost. Goal: remote >= 0.8 of local frames/s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path[:] = [str(HERE.parent / "src"), str(HERE.parent / "tests" / "remote")] + [
+    entry for entry in sys.path if Path(entry or ".").resolve() != HERE]
+sys.path.append(str(HERE))
+
+import _rows  # noqa: E402
+from kdb import CAMERAS, POOL, synthetic_pool  # noqa: E402 - benchmarks/kdb.py, beside this file
+
+from arrayio import kdb  # noqa: E402
+from arrayio.kdb import EncodedImage  # noqa: E402
+
+AREA = "kdb-remote-training"
+BUCKET = "arrayio-bench"
+
+
+def write_shards(folder: Path, shards: int, episodes: int, frames: int, size: int) -> list[Path]:
+    rng = np.random.default_rng(0)
+    encoded, _ = synthetic_pool(size, rng)
+    paths = []
+    for shard in range(shards):
+        path = folder / f"part-{shard:03d}.kdb"
+        with kdb.Writer(path) as writer:
+            for _ in range(episodes):
+                picks = {camera: rng.integers(0, POOL, frames) for camera in CAMERAS}
+                writer.add_episode(rng.standard_normal((frames, 14)).astype(np.float32),
+                                   rng.standard_normal((frames, 7)).astype(np.float32), fps=20.0,
+                                   images={camera: [EncodedImage(encoded[p], "jpeg", size, size, 3)
+                                                    for p in picks[camera]] for camera in CAMERAS})
+        paths.append(path)
+    return paths
+
+
+def epoch_rates(dataset, epochs: int, batch: int, counts=None) -> list[tuple[float, float, float]]:
+    """(frames/s, requests per batch, bytes per batch) of each epoch of a shuffled 2-worker DataLoader
+    whose workers live across epochs."""
+    import torch
+
+    from arrayio.kdb.torch import collate
+
+    loader = torch.utils.data.DataLoader(dataset, batch_size=batch, shuffle=True, num_workers=2, collate_fn=collate,
+                                         persistent_workers=True, drop_last=True,
+                                         generator=torch.Generator().manual_seed(1))
+    results = []
+    for _ in range(epochs):
+        if counts is not None:
+            counts.reset()
+        started = time.perf_counter()
+        batches = sum(1 for _ in loader)
+        elapsed = time.perf_counter() - started
+        requests, sent = counts.total() if counts is not None else (0, 0)
+        results.append((batches * batch / elapsed, requests / batches, sent / batches))
+    return results
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shards", type=int, default=4)
+    parser.add_argument("--episodes", type=int, default=8, help="episodes per shard")
+    parser.add_argument("--frames", type=int, default=100, help="frames per episode")
+    parser.add_argument("--size", type=int, default=96)
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--epochs", type=int, default=2)
+    _rows.add_arguments(parser)
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.shards, args.episodes, args.frames = 2, 4, 64
+    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                       "AWS_DEFAULT_REGION": "us-east-1"}.items():
+        os.environ.setdefault(key, value)
+    import boto3
+    from remote_servers import CountingMotoServer
+
+    from arrayio.kdb.torch import FrameDataset
+
+    data = (f"{args.shards} shards x {args.episodes} episodes x {args.frames} frames, 2 JPEG cameras "
+            f"{args.size}x{args.size}, batch {args.batch}, 2 workers, {args.epochs} epochs, moto on loopback")
+    server = CountingMotoServer()
+    server.start()
+    try:
+        client = boto3.client("s3", endpoint_url=server.endpoint, region_name="us-east-1")
+        client.create_bucket(Bucket=BUCKET)
+        options = {"key": "testing", "secret": "testing",
+                   "client_kwargs": {"endpoint_url": server.endpoint, "region_name": "us-east-1"}}
+        with tempfile.TemporaryDirectory() as scratch:
+            paths = write_shards(Path(scratch), args.shards, args.episodes, args.frames, args.size)
+            for path in paths:
+                client.put_object(Bucket=BUCKET, Key=f"shards/{path.name}", Body=path.read_bytes())
+            total = sum(path.stat().st_size for path in paths)
+            local = epoch_rates(FrameDataset(paths, image_format="uint8"), args.epochs, args.batch)
+            remote_dataset = FrameDataset(f"s3://{BUCKET}/shards/*.kdb", storage_options=options,
+                                          image_format="uint8")
+            remote = epoch_rates(remote_dataset, args.epochs, args.batch, server.counts)
+    finally:
+        server.stop()
+    print(data)
+    rows = []
+    for epoch, ((local_rate, _, _), (remote_rate, requests, sent)) in enumerate(zip(local, remote)):
+        print(f"epoch {epoch + 1}: local {local_rate:,.0f} frames/s, s3 {remote_rate:,.0f} frames/s "
+              f"({remote_rate / local_rate:.2f} of local; goal >= 0.8); per batch {requests:.1f} requests, "
+              f"{sent / 1e6:.2f} MB (shards {total / 1e6:.1f} MB in all)")
+        rows.append(_rows.row(AREA, f"epoch {epoch + 1}, 2 workers, s3 vs local files", remote_rate,
+                              reference=local_rate, reference_name="same loader on local files", unit="frames/s",
+                              higher_is_better=True, target="s3 / local >= 0.8",
+                              note=f"{requests:.1f} requests and {sent / 1e6:.2f} MB per batch"))
+    _rows.write(args.json_path, AREA, data, rows)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,182 @@
+"""LeRobotDataset against FrameDataset on the same episodes (issue 21): random-frame __getitem__ and
+a 2-worker DataLoader, the same float (C, H, W) output in [0, 1] on both sides.
+
+    python benchmarks/lerobot_vs_kdb.py [--episodes 20] [--frames 150] [--size 224] [--samples 300]
+                                        [--batches 12] [--batch 32] [--workers 2] [--quick] [--json PATH]
+
+The episodes are written by ``lerobot`` itself (LeRobotDataset.create / add_frame / save_episode:
+a v3.0 dataset with AV1 video) in its own virtual environment, which this script makes the
+first time (Python 3.12 for lerobot 0.6: ``--python``; ``pip install "lerobot[dataset]==0.6.1"``
+downloads torch with its CUDA libraries, about 5 GB, once; ``--venv`` says where, default
+``~/.cache/arrayio-bench/lerobot-venv``). The same folder is ingested with ``ingest-lerobot``
+into one .kdb file (JPEG quality 90). LeRobotDataset is timed with its default video backend,
+with ``pyav``, and with ``torchcodec`` where it loads; FrameDataset in this process.
+``--quick``: 2 episodes of 60 frames at 96 px, and only when the venv already exists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "src"))
+
+import _rows  # noqa: E402
+
+AREA = "lerobot"
+CAMERA = "observation.images.front"
+LEROBOT = "lerobot[dataset]==0.6.1"
+DEFAULT_VENV = Path.home() / ".cache" / "arrayio-bench" / "lerobot-venv"
+DEFAULT_PYTHON = "/root/.pyenv/versions/3.12.1/bin/python"
+
+
+def venv_python(venv: Path, python: str, create: bool) -> Path | None:
+    """The Python of the lerobot venv, made (and lerobot installed) when missing and ``create``."""
+    binary = venv / "bin" / "python"
+    check = [str(binary), "-c", "import lerobot.datasets.lerobot_dataset, av"]
+    if binary.exists() and subprocess.run(check, capture_output=True).returncode == 0:
+        return binary
+    if not create:
+        return None
+    print(f"making {venv} and installing {LEROBOT} (downloads torch: minutes, about 5 GB once)", flush=True)
+    subprocess.run([python, "-m", "venv", str(venv)], check=True)
+    subprocess.run([str(binary), "-m", "pip", "install", "-q", LEROBOT], check=True)
+    return binary
+
+
+def child(python: Path, *args: str) -> str:
+    """Run benchmarks/_lerobot_child.py in the lerobot venv; its stdout (stderr only on failure)."""
+    result = subprocess.run([str(python), str(HERE / "_lerobot_child.py"), *args], capture_output=True, text=True,
+                            env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    if result.returncode:
+        raise RuntimeError(result.stderr.strip().splitlines()[-1] if result.stderr.strip() else "failed")
+    return result.stdout
+
+
+def build(python: Path, folder: Path, args: argparse.Namespace) -> tuple[Path, Path, float]:
+    """The lerobot dataset (written once per size) and its .kdb; seconds the ingest took."""
+    from arrayio.kdb.lerobot import ingest_lerobot
+
+    name = f"lerobot-e{args.episodes}-f{args.frames}-s{args.size}"
+    dataset = folder / name
+    if not (dataset / "meta" / "info.json").exists():
+        started = time.perf_counter()
+        child(python, "write", str(dataset), "--episodes", str(args.episodes), "--frames", str(args.frames),
+              "--size", str(args.size))
+        print(f"lerobot wrote {args.episodes} x {args.frames} frames in {time.perf_counter() - started:.0f} s")
+    target = folder / f"{name}.kdb"
+    started = time.perf_counter()
+    if not target.exists():
+        ingest_lerobot(dataset, target)
+    return dataset, target, time.perf_counter() - started
+
+
+def lerobot_rates(python: Path, dataset: Path, backend: str, args: argparse.Namespace) -> dict:
+    """LeRobotDataset's rates with ``backend`` (or {"error": why})."""
+    try:
+        out = child(python, "read", str(dataset), "--backend", backend, "--samples", str(args.samples),
+                    "--batches", str(args.batches), "--batch", str(args.batch), "--workers", str(args.workers))
+    except RuntimeError as error:
+        return {"backend": backend, "error": str(error)}
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def default_backend(python: Path) -> str:
+    """The backend LeRobotDataset picks when none is given."""
+    code = ("from lerobot.datasets.video_utils import get_safe_default_video_backend as f; print(f())")
+    result = subprocess.run([str(python), "-c", code], capture_output=True, text=True)
+    return result.stdout.strip() or "pyav"
+
+
+def frame_rates(path: Path, args: argparse.Namespace) -> dict:
+    """FrameDataset's rates, float output, the same sampling as the lerobot child."""
+    import torch
+
+    from arrayio.kdb.torch import FrameDataset
+
+    dataset = FrameDataset(path)
+    rng = np.random.default_rng(1)
+    items = rng.integers(0, len(dataset), args.samples).tolist()
+    first = dataset[items[0]]
+    started = time.perf_counter()
+    for item in items:
+        dataset[item]
+    random_rate = args.samples / (time.perf_counter() - started)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch, shuffle=True, num_workers=args.workers,
+                                         generator=torch.Generator().manual_seed(2))
+    iterator = iter(loader)
+    next(iterator)
+    started = time.perf_counter()
+    count = sum(len(next(iterator)["index"]) for _ in range(args.batches))
+    image = first[f"image.{CAMERA.rsplit('.', 1)[-1]}"]
+    return {"random": random_rate, "loader": count / (time.perf_counter() - started), "item": int(items[0]),
+            "image_dtype": str(image.dtype), "image_shape": list(image.shape),
+            "image_sum": float(image.double().sum())}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--episodes", type=int, default=20)
+    parser.add_argument("--frames", type=int, default=150)
+    parser.add_argument("--size", type=int, default=224)
+    parser.add_argument("--samples", type=int, default=300, help="random frames read one by one")
+    parser.add_argument("--batches", type=int, default=12, help="DataLoader batches timed")
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--venv", type=Path, default=Path(os.environ.get("ARRAYIO_LEROBOT_VENV", DEFAULT_VENV)))
+    parser.add_argument("--python", default=DEFAULT_PYTHON, help="the Python 3.12 that makes the venv")
+    parser.add_argument("--folder", type=Path, default=None, help="where the datasets are kept (default: beside "
+                        "the venv)")
+    _rows.add_arguments(parser)
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.episodes, args.frames, args.size, args.samples, args.batches = 2, 60, 96, 60, 4
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    data = (f"{args.episodes} episodes x {args.frames} frames, {args.size}x{args.size}, 1 camera, AV1 by lerobot; "
+            f"{args.samples} random frames; DataLoader batch {args.batch}, {args.workers} workers, "
+            f"{args.batches} batches")
+    python = venv_python(args.venv, args.python, create=not args.quick)
+    if python is None:
+        print(f"skipped: no lerobot venv at {args.venv} (run once without --quick to make it)")
+        _rows.write(args.json_path, AREA, data + " (skipped: no lerobot venv)", [])
+        return
+    folder = args.folder or args.venv.parent / "datasets"
+    folder.mkdir(parents=True, exist_ok=True)
+    dataset, kdb_path, ingest_s = build(python, folder, args)
+    print(f"{data}\ningest-lerobot: {ingest_s:.1f} s")
+    backends = list(dict.fromkeys([default_backend(python), "pyav", "torchcodec"]))
+    ours = frame_rates(kdb_path, args)
+    theirs = {backend: lerobot_rates(python, dataset, backend, args) for backend in backends}
+    again = frame_rates(kdb_path, args)  # before and after: the machine's load moves during the run
+    for key in ("random", "loader"):
+        ours[key] = max(ours[key], again[key])
+    rows = []
+    print(f"{'':28}{'random frames/s':>18}{'DataLoader frames/s':>22}")
+    print(f"{'FrameDataset (kdb)':28}{ours['random']:>18,.0f}{ours['loader']:>22,.0f}")
+    for backend, rates in theirs.items():
+        name = f"LeRobotDataset ({backend})"
+        if "error" in rates:
+            print(f"{name:28}  does not run here: {rates['error']}")
+            continue
+        same = abs(rates["image_sum"] - ours["image_sum"]) / max(rates["image_sum"], 1e-9)
+        print(f"{name:28}{rates['random']:>18,.0f}{rates['loader']:>22,.0f}   FrameDataset: "
+              f"{ours['random'] / rates['random']:.1f}x and {ours['loader'] / rates['loader']:.1f}x "
+              f"(same item's pixel sum within {same:.2%})")
+        for mode in ("random", "loader"):
+            case = "random __getitem__" if mode == "random" else f"DataLoader {args.workers} workers"
+            rows.append(_rows.row(AREA, f"{case} vs {backend}", ours[mode], reference=rates[mode],
+                                  reference_name=f"LeRobotDataset {backend}", unit="frames/s",
+                                  higher_is_better=True, target=">= 10x"))
+    _rows.write(args.json_path, AREA, data, rows)
+
+
+if __name__ == "__main__":
+    main()

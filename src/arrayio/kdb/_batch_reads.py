@@ -1,0 +1,85 @@
+"""The kdb reader's batched calls for training loaders: every image record of an episode as one table,
+and the stored bytes of many image records at once, fetched from a remote file in few requests.
+
+They are methods of :class:`arrayio.kdb.KdbFile` (a mixin): the toolkit (datasets, loaders) reads the
+file through them and never through its ``source``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+IMAGE_TABLE_DTYPE = np.dtype([("offset", np.int64), ("length", np.int64), ("height", np.int64),
+                              ("width", np.int64), ("channels", np.int64), ("format", np.int64)])
+NO_IMAGE = np.array((0, -1, 0, 0, 0, 0), IMAGE_TABLE_DTYPE)
+
+
+class BatchReads:
+    """Batched reads over a KdbFile's episodes (mixed into KdbFile)."""
+
+    # ``self`` is a KdbFile: its entry(), image_records() and source.
+    def image_table(self: Any, position: int) -> dict[str, np.ndarray]:
+        """Every image record of the episode at ``position``: {camera: (frames,) IMAGE_TABLE_DTYPE array}
+        (offset, length, height, width, channels, format byte; length -1 where a frame has no image
+        of that camera; a camera named twice in a frame counts once, the first time)."""
+        entry = self.entry(position)
+        frames = int(entry.num_frames)
+        # A remote file: the section in one request, not one per frame walked.
+        self.source.prefetch([(entry.images_offset, entry.images_length)])
+        table: dict[str, np.ndarray] = {}
+        for frame in range(frames):
+            for record in self.image_records(position, frame):
+                column = table.get(record.camera)
+                if column is None:
+                    column = table[record.camera] = np.zeros(frames, IMAGE_TABLE_DTYPE)
+                    column["length"] = -1
+                if column["length"][frame] < 0:
+                    column[frame] = (record.offset, record.length, record.height, record.width, record.channels,
+                                     record.format)
+        return table
+
+    def prefetch_episodes(self: Any, positions: Sequence[int], *, images: bool = True) -> None:
+        """Fetch the state/action sections (and image sections) of the episodes at ``positions`` from a
+        remote file ahead of reading them: sections that lie back to back go in one request (a no-op
+        for a mapped file)."""
+        ranges = []
+        for position in positions:
+            entry = self.entry(int(position))
+            ranges.append((entry.actions_offset, entry.actions_length))
+            if images:
+                ranges.append((entry.images_offset, entry.images_length))
+        self.source.prefetch(ranges)
+
+    def image_bytes(self: Any, offsets: Sequence[int] | np.ndarray, lengths: Sequence[int] | np.ndarray) -> list[Any]:
+        """The stored bytes of the image records at ``offsets`` (``lengths`` each), as buffers: slices of
+        the map for a local file; for a remote one, fetched first in one request per episode they lie
+        in (the span from the first to the last of them; nothing when the file's cache holds it)."""
+        starts = np.asarray(offsets, np.int64).reshape(-1)
+        sizes = np.asarray(lengths, np.int64).reshape(-1)
+        buffer = self.source.buffer
+        if buffer is not None:
+            for start, size in zip(starts.tolist(), sizes.tolist()):
+                self.source.check(start, size, "image")
+            return [buffer[start:start + size] for start, size in zip(starts.tolist(), sizes.tolist())]
+        sections = self.index["images_offset"].astype(np.int64)
+        self.source.prefetch(episode_spans(starts, sizes, sections))
+        return [self.source.view(start, size, "image") for start, size in zip(starts.tolist(), sizes.tolist())]
+
+
+def episode_spans(starts: np.ndarray, sizes: np.ndarray, sections: np.ndarray) -> list[tuple[int, int]]:
+    """(offset, length) per episode image section that ``sections`` (each episode's start) places the
+    ranges in: from the first range's start to the last one's end. A span never crosses into another
+    episode, so a section already fetched whole (by image_table) covers it."""
+    if not len(starts):
+        return []
+    order = np.sort(sections)
+    episode = np.searchsorted(order, starts, side="right") - 1
+    spans = []
+    for number in np.unique(episode).tolist():
+        chosen = episode == number
+        first, last = int(starts[chosen].min()), int((starts + sizes)[chosen].max())
+        spans.append((first, last - first))
+    return spans

@@ -1,0 +1,483 @@
+"""A loader that keeps an accelerator fed: decoded batches on the device, the decode of the next
+batch overlapping the consumer's work on this one, and CPU or GPU decode chosen for the machine.
+
+``GpuLoader(dataset, batch_size=256, num_workers=8, device="cuda")`` wraps a
+DataLoader over the dataset (a FrameDataset, or a MixtureDataset of them) and
+yields dicts of tensors on ``device``. A staging thread takes each batch the
+DataLoader gives, copies it into page-locked host buffers that are reused
+(never allocated per batch), and on a CUDA stream of its own moves it to the
+device and decodes the packed JPEGs there (nvJPEG); the consumer's stream
+waits on an event of that batch only. So while the training step of batch n
+runs, batch n+1 is already being copied and decoded.
+
+``decode="auto"`` picks where images are decoded: in the DataLoader workers
+on the CPU (pixels cross to the device) or on the device from the packed bytes.
+It times both on a sample of the dataset (the GPU side from the issue's nvJPEG
+figures when the device cannot be timed) and models the rate of each for the
+worker count and cores; ``repr(loader)`` and a log line of the ``arrayio.kdb``
+logger say which it chose and why.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import logging
+import os
+import queue
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+try:
+    import torch
+    from torch.utils.data import DataLoader
+except ModuleNotFoundError as error:  # say which extra installs it
+    from .._optional import missing
+
+    raise missing("torch", "arrayio.kdb.torch_loader") from error
+
+from .torch import decode_batch
+from .torch_batch import SCALE, check_image_format, collate, packed_cameras
+
+__all__ = ["DecodeChoice", "GpuLoader", "choose_decode"]
+
+LOG = logging.getLogger("arrayio.kdb")
+DECODE_CHOICES = ("auto", "cpu", "gpu")
+# nvJPEG (torchvision.io.decode_jpeg, batch 256) measured on an H200 machine (issue 21): images per second
+# at two image sizes, used when the device itself cannot be timed; linear in pixels between them.
+NVJPEG_IMAGES_PER_S = ((96 * 96, 37_400.0), (224 * 224, 41_400.0))
+# The same decode with 15 busy worker processes on 16 cores: nvJPEG's host stage competes with them.
+NVJPEG_BUSY_HOST_FACTOR = 14_500 / 20_200
+SAMPLE_FRAMES = 64
+# Decoded pixels a main process takes in from its DataLoader workers per second: the issue's decode="cpu"
+# rates with 15 workers deliver 1.28 GB/s (96 px) and 1.60 GB/s (224 px), whatever the decode costs.
+DELIVERY_BYTES_PER_S = 1.5e9
+
+
+class Event(Protocol):
+    """A point on a device stream (torch.cuda.Event, or a finished marker on the CPU)."""
+
+    def synchronize(self) -> None:
+        """Block the host until the work before the event is done."""
+
+
+class DeviceOps(Protocol):
+    """What the loader asks of a device: a side stream, events, page-locked buffers, decode, hand-over."""
+
+    device: torch.device
+    copies: bool  # whether batches are copied through page-locked buffers to reach the device
+
+    def side_stream(self) -> contextlib.AbstractContextManager:
+        """A context in which work is issued on the loader's own stream."""
+
+    def record(self) -> Event:
+        """An event after the work issued on the side stream so far."""
+
+    def wait(self, event: Event) -> None:
+        """Make the consumer's stream wait for ``event``."""
+
+    def pinned(self, nbytes: int) -> torch.Tensor:
+        """``nbytes`` of host memory that copies to the device start from."""
+
+    def decode(self, batch: Mapping[str, Any], image_format: str) -> dict[str, Any]:
+        """The batch on the device, its packed images decoded."""
+
+    def hand_over(self, batch: Mapping[str, Any]) -> None:
+        """Mark the batch's device memory as used by the consumer's stream."""
+
+    def images_per_second(self, batch: Mapping[str, Any], image_format: str) -> float | None:
+        """The device's decode rate on this packed batch (None: it does not decode)."""
+
+
+class _Done:
+    """The event of work that is finished when it is recorded (the CPU has no streams)."""
+
+    def synchronize(self) -> None:
+        """Nothing to wait for."""
+
+
+class CpuOps:
+    """The CPU as a device: no streams, plain host memory, packed bytes decoded by the CPU decoder."""
+
+    def __init__(self) -> None:
+        self.device = torch.device("cpu")
+        self.copies = False
+
+    def side_stream(self) -> contextlib.AbstractContextManager:
+        """No stream to switch to."""
+        return contextlib.nullcontext()
+
+    def record(self) -> Event:
+        """Work on the CPU is done when it returns."""
+        return _Done()
+
+    def wait(self, event: Event) -> None:
+        """Nothing runs asynchronously on the CPU."""
+
+    def pinned(self, nbytes: int) -> torch.Tensor:
+        """Plain host memory: nothing is copied to a device."""
+        return torch.empty(nbytes, dtype=torch.uint8)
+
+    def decode(self, batch: Mapping[str, Any], image_format: str) -> dict[str, Any]:
+        """Packed images decoded on the CPU; other tensors as they are."""
+        return decode_batch(batch, self.device, image_format=image_format)
+
+    def hand_over(self, batch: Mapping[str, Any]) -> None:
+        """Host tensors need no stream bookkeeping."""
+
+    def images_per_second(self, batch: Mapping[str, Any], image_format: str) -> float | None:
+        """None: decoding "on the device" is the CPU decode the workers already do."""
+        return None
+
+
+class CudaOps:
+    """A CUDA device: one side stream for copies and nvJPEG decode, events, page-locked host memory."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.copies = True
+        self.stream = torch.cuda.Stream(device)
+
+    def side_stream(self) -> contextlib.AbstractContextManager:
+        """Work issued inside runs on the loader's own stream."""
+        return torch.cuda.stream(self.stream)
+
+    def record(self) -> Event:
+        """An event after everything issued on the side stream so far."""
+        event = torch.cuda.Event()
+        event.record(self.stream)
+        return event
+
+    def wait(self, event: Event) -> None:
+        """The consumer's current stream waits for ``event`` (the host does not)."""
+        torch.cuda.current_stream(self.device).wait_event(event)  # type: ignore[arg-type]
+
+    def pinned(self, nbytes: int) -> torch.Tensor:
+        """Page-locked host memory: copies from it to the device run asynchronously."""
+        return torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+
+    def decode(self, batch: Mapping[str, Any], image_format: str) -> dict[str, Any]:
+        """Packed JPEGs decoded by nvJPEG on the current (side) stream; other tensors copied."""
+        return decode_batch(batch, self.device, image_format=image_format, non_blocking=True)
+
+    def hand_over(self, batch: Mapping[str, Any]) -> None:
+        """Tell the caching allocator that the consumer's stream uses the batch's memory now."""
+        stream = torch.cuda.current_stream(self.device)
+        for value in batch.values():
+            if isinstance(value, torch.Tensor) and value.device.type == "cuda":
+                value.record_stream(stream)
+
+    def images_per_second(self, batch: Mapping[str, Any], image_format: str) -> float | None:
+        """nvJPEG images per second on this batch (best of 3 after a warm-up), None when it cannot decode it."""
+        try:
+            self.decode(batch, image_format)
+        except ValueError:
+            return None
+        images = sum(int(np.prod(batch[key + "_sizes"].shape[:-1])) for key in packed_cameras(batch))
+        best = float("inf")
+        for _ in range(3):
+            torch.cuda.synchronize(self.device)
+            started = time.perf_counter()
+            self.decode(batch, image_format)
+            torch.cuda.synchronize(self.device)
+            best = min(best, time.perf_counter() - started)
+        return images / best
+
+
+def device_ops(device: Any) -> DeviceOps:
+    """The DeviceOps of ``device``: "cpu", "cuda[:n]", a torch.device, or an object that already is one."""
+    if hasattr(device, "side_stream") and hasattr(device, "decode"):
+        return device
+    target = torch.device(device)
+    if target.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"kdb: cannot load onto {target}: CUDA is not available")
+        return CudaOps(target)
+    if target.type != "cpu":
+        raise ValueError(f"kdb: GpuLoader supports cpu and cuda devices, got {target}")
+    return CpuOps()
+
+
+# -- choosing where to decode -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DecodeChoice:
+    """Where images are decoded, and the frames/s that each side was modelled at."""
+
+    mode: str  # "cpu": in the DataLoader workers; "gpu": packed bytes decoded on the device
+    cpu_frames_per_s: float
+    gpu_frames_per_s: float | None
+    reason: str
+
+    def __str__(self) -> str:
+        if not self.cpu_frames_per_s:
+            return f"{self.mode} decode ({self.reason})"
+        gpu = "n/a" if self.gpu_frames_per_s is None else f"{self.gpu_frames_per_s:,.0f}"
+        return (f"{self.mode} decode (modelled frames/s: cpu {self.cpu_frames_per_s:,.0f}, gpu {gpu}; "
+                f"{self.reason})")
+
+
+def nvjpeg_images_per_second(pixels: int) -> float:
+    """The issue's nvJPEG figure for images of ``pixels`` pixels, linear between the two sizes measured."""
+    (low, low_rate), (high, high_rate) = NVJPEG_IMAGES_PER_S
+    share = min(max((pixels - low) / (high - low), 0.0), 1.0)
+    return low_rate + share * (high_rate - low_rate)
+
+
+def choose_decode(*, cpu_frame_s: float, packed_frame_s: float, gpu_images_per_s: float | None, cameras: int,
+                  workers: int, cores: int, frame_bytes: int = 0) -> DecodeChoice:
+    """The faster of CPU-worker decode and device decode for these per-frame costs and this machine.
+
+    ``cpu_frame_s``: seconds one process takes to fetch and decode a frame; ``packed_frame_s``: to fetch
+    it as packed bytes; ``gpu_images_per_s``: the device's decode rate (None: no device decode here);
+    ``frame_bytes``: a frame's decoded uint8 pixels. Decoding processes are the workers (the main
+    process when there are none), at most cores - 1 of them running at once, and what they decode
+    reaches the main process at DELIVERY_BYTES_PER_S at most; with as many workers as cores - 1, the
+    device decode's host stage competes with them for the CPU.
+    """
+    processes = max(1, min(workers, max(cores - 1, 1)))
+    cpu = processes / cpu_frame_s
+    if workers and frame_bytes:
+        cpu = min(cpu, DELIVERY_BYTES_PER_S / frame_bytes)
+    if gpu_images_per_s is None:
+        return DecodeChoice("cpu", cpu, None, "no device decode on this device")
+    contention = NVJPEG_BUSY_HOST_FACTOR if workers >= max(cores - 1, 1) else 1.0
+    decode_frames = gpu_images_per_s * contention / max(cameras, 1)
+    if workers == 0:  # one process fetches then decodes: the two costs add up
+        gpu = 1 / (packed_frame_s + 1 / decode_frames)
+    else:
+        gpu = min(processes / packed_frame_s, decode_frames)
+    if gpu > cpu:
+        return DecodeChoice("gpu", cpu, gpu, f"{workers} worker(s) on {cores} cores decode slower than the device")
+    return DecodeChoice("cpu", cpu, gpu, f"{workers} worker(s) on {cores} cores decode faster than the device")
+
+
+def _sample_items(dataset: Any, count: int) -> list[int]:
+    rng = np.random.default_rng(0)
+    return sorted(rng.choice(len(dataset), size=min(count, len(dataset)), replace=False).tolist())
+
+
+def _seconds_per_frame(dataset: Any, items: list[int]) -> tuple[float, dict[str, Any]]:
+    """Seconds per frame of fetching ``items`` (the second of two fetches: the first parses the tables)."""
+    collate(dataset.__getitems__(items))
+    started = time.perf_counter()
+    batch = collate(dataset.__getitems__(items))
+    return (time.perf_counter() - started) / len(items), batch
+
+
+def measure_choice(dataset: Any, ops: DeviceOps, *, workers: int, cores: int, image_format: str) -> DecodeChoice:
+    """Time CPU decode and packed fetching on a sample of ``dataset`` and the device's decode, then choose."""
+    items = _sample_items(dataset, SAMPLE_FRAMES)
+    if not items:
+        return DecodeChoice("cpu", 0.0, None, "an empty dataset")
+    cpu_frame_s, _ = _seconds_per_frame(dataset.with_decode("cpu"), items)
+    packed_frame_s, packed = _seconds_per_frame(dataset.with_decode("none"), items)
+    cameras = packed_cameras(packed)
+    if not cameras:
+        return DecodeChoice("cpu", 1 / cpu_frame_s, None, "no camera images to decode")
+    rate = ops.images_per_second(packed, image_format)
+    if rate is None and ops.device.type == "cuda":
+        return DecodeChoice("cpu", 1 / cpu_frame_s, None, "the device cannot decode these images")
+    if rate is None and ops.device.type != "cpu":  # a device that cannot time itself: the issue's figures
+        pixels = int(np.prod(packed[cameras[0] + "_sizes"].reshape(-1, 4)[0, :2].tolist()))
+        rate = nvjpeg_images_per_second(pixels)
+    per_frame = sum(int(np.prod(packed[key + "_sizes"].shape[1:-1])) for key in cameras)
+    frame_bytes = sum(int(np.prod(packed[key + "_sizes"].reshape(-1, 4)[0, :3].tolist())) * int(
+        np.prod(packed[key + "_sizes"].shape[1:-1])) for key in cameras)
+    return choose_decode(cpu_frame_s=cpu_frame_s, packed_frame_s=packed_frame_s, gpu_images_per_s=rate,
+                         cameras=per_frame, workers=workers, cores=cores, frame_bytes=frame_bytes)
+
+
+# -- the loader -------------------------------------------------------------------------------------
+
+
+@dataclass
+class LoaderStats:
+    """Where a loader's time went, summed over its batches so far."""
+
+    batches: int = 0
+    frames: int = 0
+    fetch_s: float = 0.0  # the staging thread waiting for the DataLoader's next batch
+    host_s: float = 0.0  # the staging thread copying into page-locked buffers and issuing decode
+    wait_s: float = 0.0  # the consumer waiting for a staged batch (0 when the loader keeps ahead)
+    pinned_bytes: int = 0  # page-locked memory held (the buffers are reused)
+
+    def per_batch(self) -> dict[str, float]:
+        """Mean seconds per batch of each stage."""
+        count = max(self.batches, 1)
+        return {"fetch_s": self.fetch_s / count, "host_s": self.host_s / count, "wait_s": self.wait_s / count}
+
+
+class _PinnedSlot:
+    """Reused page-locked buffers for one batch in flight, and the event after its copies."""
+
+    def __init__(self, ops: DeviceOps) -> None:
+        self.ops = ops
+        self.buffers: dict[str, torch.Tensor] = {}
+        self.event: Event | None = None
+
+    def stage(self, batch: Mapping[str, Any]) -> tuple[dict[str, Any], int]:
+        """``batch`` with each tensor copied into this slot's buffers (grown, never shrunk); bytes added."""
+        if self.event is not None:
+            self.event.synchronize()  # the copies out of these buffers of the batch before have finished
+        grown = 0
+        staged: dict[str, Any] = {}
+        for key, value in batch.items():
+            if not isinstance(value, torch.Tensor):
+                staged[key] = value
+                continue
+            nbytes = value.numel() * value.element_size()
+            buffer = self.buffers.get(key)
+            if buffer is None or buffer.numel() < nbytes:
+                size = max(nbytes + nbytes // 4, 4096)
+                grown += size - (0 if buffer is None else buffer.numel())
+                buffer = self.buffers[key] = self.ops.pinned(size)
+            staged[key] = _copy_in_memory_order(value, buffer[:nbytes].view(value.dtype))
+        return staged, grown
+
+
+def _copy_in_memory_order(value: torch.Tensor, flat: torch.Tensor) -> torch.Tensor:
+    """``value`` copied into ``flat`` with its strides kept: a channels-last image batch is copied as it lies
+    in memory, not transposed."""
+    strides = value.stride()
+    order = sorted(range(value.dim()), key=lambda dim: -strides[dim])
+    dense = value.permute(order)
+    if not dense.is_contiguous():
+        order, dense = list(range(value.dim())), value
+    copy = flat.view(dense.shape)
+    copy.copy_(dense)
+    return copy.permute([order.index(dim) for dim in range(value.dim())])
+
+
+_END = object()
+
+
+class GpuLoader:
+    """Decoded batches on ``device`` from a DataLoader over ``dataset``, the next one staged meanwhile.
+
+    ``dataset`` is a FrameDataset or a MixtureDataset of them; ``batch_size``,
+    ``num_workers``, ``shuffle``, ``sampler``, ``drop_last`` and any other
+    keyword go to the DataLoader (its ``collate_fn`` is :func:`collate`).
+    ``decode``: "auto" (measure and model, see :func:`choose_decode`), "cpu"
+    (the workers decode) or "gpu" (the device decodes packed bytes).
+    ``image_format`` "float" gives float32 in [0, 1], "uint8" the pixels.
+    ``prefetch`` batches are staged ahead of the one the consumer holds.
+    ``device`` may be "cpu", "cuda[:n]", a torch.device, or a :class:`DeviceOps`.
+    ``stats`` says where the time went (:class:`LoaderStats`).
+    """
+
+    def __init__(self, dataset: Any, batch_size: int = 256, *, num_workers: int = 0, device: Any = "cuda",
+                 decode: str = "auto", image_format: str = "float", prefetch: int = 2,
+                 cores: int | None = None, **loader_options: Any) -> None:
+        if decode not in DECODE_CHOICES:
+            raise ValueError(f"kdb: decode must be one of {DECODE_CHOICES}, got {decode!r}")
+        if prefetch < 1:
+            raise ValueError(f"kdb: prefetch must be >= 1, got {prefetch}")
+        check_image_format(image_format)
+        self.ops = device_ops(device)
+        self.device = self.ops.device
+        self.image_format = image_format
+        self.prefetch = int(prefetch)
+        self.num_workers = int(num_workers)
+        self.cores = int(cores if cores is not None else len(os.sched_getaffinity(0)))
+        if decode == "auto":
+            self.choice = measure_choice(dataset, self.ops, workers=self.num_workers, cores=self.cores,
+                                         image_format=image_format)
+        else:
+            self.choice = DecodeChoice(decode, 0.0, None, "asked for")
+        self.decode = self.choice.mode
+        # Pixels cross to a device as uint8 (a quarter of float32's bytes) and become floats there.
+        worker_format = "uint8" if self.ops.copies else image_format
+        self.dataset = dataset.with_decode("none" if self.decode == "gpu" else "cpu", image_format=worker_format)
+        LOG.info("GpuLoader on %s with %d worker(s): %s", self.device, self.num_workers, self.choice)
+        self.loader = DataLoader(self.dataset, batch_size=batch_size, num_workers=num_workers, collate_fn=collate,
+                                 **loader_options)
+        self.stats = LoaderStats()
+        self._slots = [_PinnedSlot(self.ops) for _ in range(self.prefetch + 1)]
+
+    def __repr__(self) -> str:
+        return (f"GpuLoader(device={str(self.device)!r}, batch_size={self.loader.batch_size}, "
+                f"num_workers={self.num_workers}, decode={self.decode!r}: {self.choice})")
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        staged: queue.Queue = queue.Queue(maxsize=self.prefetch)
+        stop = threading.Event()
+        worker = threading.Thread(target=self._stage_all, args=(staged, stop), name="arrayio-gpu-loader",
+                                  daemon=True)
+        worker.start()
+        try:
+            while True:
+                started = time.perf_counter()
+                item = staged.get()
+                self.stats.wait_s += time.perf_counter() - started
+                if item is _END:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                batch, event = item
+                self.ops.wait(event)  # the consumer's stream, not the host, waits for the copies and decode
+                self.ops.hand_over(batch)
+                yield batch
+        finally:
+            stop.set()
+            while worker.is_alive():  # unblock a staging thread waiting to put
+                with contextlib.suppress(queue.Empty):
+                    staged.get(timeout=0.05)
+            worker.join()
+
+    def _on_device(self, host: Mapping[str, Any]) -> dict[str, Any]:
+        """The batch on the device: packed images decoded there, pixels decoded by the workers converted there."""
+        if packed_cameras(host):
+            return self.ops.decode(host, self.image_format)
+        out = {key: value.to(self.device, non_blocking=True) if isinstance(value, torch.Tensor) else value
+               for key, value in host.items()}
+        if self.image_format == "float" and self.ops.copies:  # the workers sent uint8: a quarter of the bytes
+            for key in [key for key in out if key.startswith("image.") and out[key].dtype == torch.uint8]:
+                out[key] = out[key].float().mul_(float(SCALE))  # the CPU decode's factor: equal floats
+        return out
+
+    def _stage_all(self, staged: queue.Queue, stop: threading.Event) -> None:
+        """The staging thread: fetch, copy into the next slot's page-locked buffers, decode on the side stream."""
+        try:
+            iterator = iter(self.loader)
+            for number in itertools.count():
+                started = time.perf_counter()
+                batch: Any = next(iterator, _END)
+                fetched = time.perf_counter()
+                self.stats.fetch_s += fetched - started
+                if batch is _END or stop.is_set():
+                    break
+                slot = self._slots[number % len(self._slots)]
+                with self.ops.side_stream():
+                    host, grown = slot.stage(batch) if self.ops.copies else (batch, 0)
+                    decoded = self._on_device(host)
+                    slot.event = self.ops.record()
+                self.stats.host_s += time.perf_counter() - fetched
+                self.stats.pinned_bytes += grown
+                self.stats.batches += 1
+                self.stats.frames += len(batch["index"]) if "index" in batch else 0
+                if not _put(staged, (decoded, slot.event), stop):
+                    return
+            _put(staged, _END, stop)
+        except BaseException as error:  # noqa: BLE001 - handed to the consumer, raised there
+            _put(staged, error, stop)
+
+
+def _put(staged: queue.Queue, item: Any, stop: threading.Event) -> bool:
+    """Put ``item`` unless the consumer has stopped; False when it has."""
+    while not stop.is_set():
+        try:
+            staged.put(item, timeout=0.05)
+            return True
+        except queue.Full:
+            continue
+    return False

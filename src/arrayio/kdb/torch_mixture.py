@@ -1,0 +1,220 @@
+"""Mixtures of datasets: frames drawn from several datasets (robots, embodiments, tasks) in
+proportion to weights, deterministic for a seed, with state/action sizes padded to the largest."""
+
+from __future__ import annotations
+
+import copy as _copy
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+try:
+    import torch
+    from torch.utils.data import Dataset
+    from torch.utils.data import default_collate as _default_collate
+except ModuleNotFoundError as error:  # say which extra installs it
+    from .._optional import missing
+
+    raise missing("torch", "arrayio.kdb.torch_mixture") from error
+
+from .torch_batch import PACKED_PARTS, Samples, pack
+
+
+class MixtureDataset(Dataset):
+    """Frames drawn from several datasets in proportion to their weights, the same for every process.
+
+    ``MixtureDataset([(robot_a, 0.5), (robot_b, 0.3), (robot_c, 0.2)], seed=0)``
+    has ``num_samples`` items (default: the datasets' total length). Item i is
+    a fixed function of (seed, epoch, i): exactly ``round(weight * num_samples)``
+    items come from each dataset (largest remainders), in shuffled order, each
+    a uniformly drawn item of it. So any sampler works: a plain or shuffled
+    DataLoader, workers, and ``DistributedSampler`` sharding across ranks all
+    see one consistent mixture. Call :meth:`set_epoch` (before creating the
+    DataLoader iterator) for a fresh draw each epoch. Items carry ``dataset``,
+    the number of the dataset they came from; datasets must give the same keys.
+    FrameDatasets with the same options are fetched into one batch directly;
+    other datasets batch by batch, then merged back into item order.
+
+    Embodiments differ in state and action sizes: with ``pad_dims=True`` (the
+    default) FrameDatasets whose sizes differ mix into one batch, each of
+    ``state``, ``action`` (and ``state_history``) zero-padded in its last axis
+    to the largest size among the datasets, with a ``<key>_dim_mask`` (B, size)
+    bool tensor that is True on the entries the item really has. The masks
+    are in every batch of such a mixture (never in one of equal sizes).
+    """
+
+    def __init__(self, datasets: Sequence[tuple[Any, float]], *, seed: int = 0,
+                 num_samples: int | None = None, pad_dims: bool = True) -> None:
+        if not datasets:
+            raise ValueError("kdb: a mixture needs at least one (dataset, weight) pair")
+        self.datasets = [dataset for dataset, _ in datasets]
+        weights = np.asarray([float(weight) for _, weight in datasets], np.float64)
+        if not np.isfinite(weights).all() or (weights < 0).any() or weights.sum() <= 0:
+            raise ValueError(f"kdb: mixture weights must be finite, >= 0 and not all 0, got {weights.tolist()}")
+        for number, dataset in enumerate(self.datasets):
+            if weights[number] > 0 and len(dataset) == 0:
+                raise ValueError(f"kdb: mixture dataset {number} is empty but has weight {weights[number]}")
+        self.weights = weights / weights.sum()
+        self.seed = int(seed)
+        self.epoch = 0
+        self.num_samples = int(sum(len(dataset) for dataset in self.datasets) if num_samples is None
+                               else num_samples)
+        if self.num_samples < 0:
+            raise ValueError(f"kdb: num_samples must be >= 0, got {num_samples}")
+        self._plan: tuple[np.ndarray, np.ndarray] | None = None
+        self._one_kind: bool | None = None
+        self.pad_to = _padded_dims(self.datasets) if pad_dims else None
+
+    def with_decode(self, decode: str, image_format: str | None = None) -> MixtureDataset:
+        """A copy of this mixture whose datasets decode as ``decode`` (those that have the option)."""
+        copy = _copy.copy(self)
+        copy.datasets = [dataset.with_decode(decode, image_format) if hasattr(dataset, "with_decode") else dataset
+                         for dataset in self.datasets]
+        copy._one_kind = None
+        return copy
+
+    def set_epoch(self, epoch: int) -> None:
+        """Draw a new mixture for ``epoch`` (as DistributedSampler.set_epoch does for its order)."""
+        self.epoch = int(epoch)
+        self._plan = None
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+    def counts(self) -> np.ndarray:
+        """Items per dataset: weight * num_samples rounded so they sum to num_samples."""
+        exact = self.weights * self.num_samples
+        counts = np.floor(exact).astype(np.int64)
+        remainder = self.num_samples - int(counts.sum())
+        counts[np.argsort(-(exact - counts), kind="stable")[:remainder]] += 1
+        return counts
+
+    def plan(self) -> tuple[np.ndarray, np.ndarray]:
+        """(dataset number, item within it) of every item, from seed and epoch alone."""
+        if self._plan is None:
+            rng = np.random.default_rng([self.seed, self.epoch])
+            counts = self.counts()
+            sources = np.repeat(np.arange(len(counts), dtype=np.int16 if len(counts) < 2**15 else np.int64), counts)
+            rng.shuffle(sources)
+            inner = np.zeros(self.num_samples, np.int64)
+            for number, count in enumerate(counts.tolist()):
+                if count:
+                    inner[sources == number] = rng.integers(0, len(self.datasets[number]), count)
+            self._plan = (sources, inner)
+        return self._plan
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_plan"] = None
+        return state
+
+    def __getitem__(self, item: int) -> dict[str, Any]:
+        return self.__getitems__([item])[0]
+
+    def __getitems__(self, items: Sequence[int]) -> Samples:
+        """A batch in one call: items grouped by dataset, each group fetched as one batch, put back in order."""
+        indices = np.asarray(items, np.int64).reshape(-1)
+        indices = np.where(indices < 0, indices + self.num_samples, indices)
+        if ((indices < 0) | (indices >= self.num_samples)).any():
+            raise IndexError(f"kdb: mixture item outside 0..{self.num_samples - 1} in {list(items)[:8]}")
+        sources, inner = self.plan()
+        chosen = sources[indices]
+        numbers = np.unique(chosen).tolist()
+        if self._one_kind is None:
+            kinds = {_signature(dataset) for dataset in self.datasets}
+            self._one_kind = len(kinds) == 1 and None not in kinds
+        if self._one_kind:  # every dataset's frames decoded straight into one batch: no merge copy
+            parts = [(self.datasets[number], inner[indices[chosen == number]], np.flatnonzero(chosen == number))
+                     for number in numbers]
+            batch = type(parts[0][0]).fetch_parts(parts, len(indices), self.pad_to)
+            batch["dataset"] = torch.from_numpy(chosen.astype(np.int64))
+            return Samples(batch, len(indices), self.datasets[numbers[0]].packed_keys())
+        batches: list[tuple[np.ndarray, dict[str, Any]]] = []
+        packed: set[str] = set()
+        for number in numbers:
+            members = np.flatnonzero(chosen == number)
+            dataset = self.datasets[number]
+            fetched = dataset.__getitems__(inner[indices[members]].tolist()) if hasattr(
+                dataset, "__getitems__") else [dataset[int(i)] for i in inner[indices[members]]]
+            if isinstance(fetched, Samples):
+                batch = dict(fetched.batch)
+                packed.update(fetched.packed)
+            else:
+                batch = _default_collate(list(fetched))
+            batch["dataset"] = torch.full((len(members),), number, dtype=torch.int64)
+            batches.append((members, batch))
+        return Samples(_merge(batches, len(indices), packed), len(indices), sorted(packed))
+
+
+def _merge(parts: list[tuple[np.ndarray, dict[str, Any]]], size: int, packed: set[str]) -> dict[str, Any]:
+    """One batch of ``size`` items from per-dataset batches, each item back at its place."""
+    keys = list(parts[0][1])
+    for _, batch in parts[1:]:
+        if set(batch) != set(keys):
+            raise ValueError(f"kdb: mixture datasets give different keys: {sorted(keys)} vs {sorted(batch)}")
+    if len(parts) == 1 and np.array_equal(parts[0][0], np.arange(size)):
+        return parts[0][1]
+    merged: dict[str, Any] = {}
+    hidden = {camera + part for camera in packed for part in PACKED_PARTS}
+    for key in keys:
+        if key in hidden:
+            continue
+        if key in packed:
+            merged.update(_merge_packed(parts, key, size))
+            continue
+        first = parts[0][1][key]
+        if isinstance(first, torch.Tensor):
+            shapes = {tuple(batch[key].shape[1:]) for _, batch in parts}
+            if len(shapes) > 1:
+                raise ValueError(f"kdb: mixture datasets give {key} of different shapes {sorted(shapes)}")
+            # Merge in memory order (images are channels-last views): a transposing copy would cost a
+            # large part of the decode.
+            strides = first.stride()
+            order = sorted(range(first.dim()), key=lambda dim: (dim != 0, -strides[dim]))
+            inverse = [order.index(dim) for dim in range(first.dim())]
+            out = torch.empty((size, *[first.shape[dim] for dim in order[1:]]), dtype=first.dtype)
+            rows = out.numpy()  # numpy's row gather is a memcpy per row; torch's index_put is far slower here
+            for members, batch in parts:
+                rows[members] = batch[key].permute(order).numpy()
+            merged[key] = out.permute(inverse)
+        else:
+            values: list[Any] = [None] * size
+            for members, batch in parts:
+                for member, value in zip(members.tolist(), batch[key]):
+                    values[member] = value
+            merged[key] = values
+    return merged
+
+
+def _merge_packed(parts: list[tuple[np.ndarray, dict[str, Any]]], key: str, size: int) -> dict[str, torch.Tensor]:
+    sizes_shape = parts[0][1][key + "_sizes"].shape[1:]
+    per_item = int(np.prod(sizes_shape[:-1], dtype=np.int64))
+    pieces: list[Any] = [None] * (size * per_item)
+    sizes = np.zeros((size, *sizes_shape), np.int32)
+    for members, batch in parts:
+        flat, starts = batch[key].numpy(), batch[key + "_offsets"].tolist()
+        sizes[members] = batch[key + "_sizes"].numpy()
+        for row, member in enumerate(members.tolist()):
+            for slot in range(per_item):
+                source = row * per_item + slot
+                pieces[member * per_item + slot] = flat[starts[source]:starts[source + 1]]
+    return {**pack(key, pieces), key + "_sizes": torch.from_numpy(sizes)}
+
+
+def _signature(dataset: Any) -> tuple | None:
+    """What datasets fetched into one batch together share (None: a dataset fetched on its own)."""
+    signature = getattr(dataset, "batch_signature", None)
+    return signature() if callable(signature) else None
+
+
+def _padded_dims(datasets: Sequence[Any]) -> dict[str, int] | None:
+    """{field: largest size} when the datasets' state or action sizes differ, else None (nothing to pad)."""
+    found = [getattr(dataset, "dims", None) for dataset in datasets]
+    dims = [dim for dim in found if dim is not None]
+    if len(dims) != len(found):
+        return None
+    fields = sorted({field for dim in dims for field in dim})
+    if all(len({dim.get(field) for dim in dims}) == 1 for field in fields):
+        return None
+    return {field: max(dim.get(field, 0) for dim in dims) for field in fields}

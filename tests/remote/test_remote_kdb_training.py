@@ -1,0 +1,104 @@
+"""Training straight from object storage: FrameDataset over ``s3://bucket/shards/*.kdb`` on moto, shuffled
+across shards under 2 DataLoader workers, gives the batches the local files give, and the requests and
+bytes the server counts stay bounded: each worker fetches an episode's image section once (one request)
+and never a whole shard for one frame."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+from remote_samples import BUCKET
+
+from arrayio import kdb
+
+torch = pytest.importorskip("torch")
+
+from arrayio.kdb.torch import FrameDataset, collate  # noqa: E402 - after the torch skip
+
+SHARDS, EPISODES, FRAMES, SIZE = 3, 4, 12, 64
+
+
+def _noise_frames(seed: int) -> np.ndarray:
+    """Frames of noise: JPEGs of about 10 KB, so an episode's images dwarf the file's header and index."""
+    return np.random.default_rng(seed).integers(0, 255, (FRAMES, SIZE, SIZE, 3), np.uint8)
+
+
+@pytest.fixture(scope="module")
+def shard_files(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("train-shards")
+    paths = []
+    for shard in range(SHARDS):
+        path = folder / f"part-{shard}.kdb"
+        with kdb.Writer(path, compress="jpeg") as writer:
+            for episode in range(EPISODES):
+                marks = np.stack([np.full(FRAMES, shard), np.full(FRAMES, episode), np.arange(FRAMES)], 1)
+                writer.add_episode(marks.astype(np.float32), marks[:, :2].astype(np.float32),
+                                   images={"front": _noise_frames(100 * shard + episode)})
+        paths.append(path)
+    return paths
+
+
+@pytest.fixture
+def remote_shards(shard_files, s3_put, s3_options, request):
+    prefix = f"train-{request.node.name}"
+    for path in shard_files:
+        s3_put(f"{prefix}/{path.name}", path.read_bytes())
+    return f"s3://{BUCKET}/{prefix}/*.kdb"
+
+
+def _batches(dataset, workers: int, batch_size: int = 10) -> list[dict]:
+    loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=workers,
+                                         collate_fn=collate, generator=torch.Generator().manual_seed(7))
+    return list(loader)
+
+
+def test_two_workers_shuffle_across_remote_shards_as_over_local_files(shard_files, remote_shards, s3_options,
+                                                                      s3_server):
+    local = FrameDataset(shard_files, image_format="uint8")
+    s3_server.counts.reset()
+    remote = FrameDataset(remote_shards, storage_options=s3_options, image_format="uint8")
+    got = _batches(remote, workers=2)
+    requests, sent = s3_server.counts.total()
+    want = _batches(local, workers=0)
+    assert len(got) == len(want) == -(-SHARDS * EPISODES * FRAMES // 10)
+    for mine, theirs in zip(got, want):
+        for key in ("state", "image.front", "shard", "index"):
+            assert torch.equal(mine[key], theirs[key]), key
+    assert any(len(set(batch["shard"].tolist())) > 1 for batch in got)  # one global shuffle, not shard by shard
+    shard_bytes = sum(path.stat().st_size for path in shard_files)
+    # Bounded by the server's own counts: each process (the listing one and 2 workers) reads a shard's
+    # header and index once and each episode's image section at most once, in one request each.
+    assert sent <= 3 * shard_bytes, (sent, shard_bytes)
+    assert requests <= 3 * SHARDS * 3 + 2 * SHARDS * EPISODES + 4, requests
+
+
+def test_one_frame_fetches_its_episode_not_its_shard(shard_files, remote_shards, s3_options, s3_server):
+    dataset = FrameDataset(remote_shards, storage_options=s3_options)
+    s3_server.counts.reset()
+    item = dataset[2 * EPISODES * FRAMES + FRAMES + 5]  # shard 2, episode 1, frame 5
+    assert [int(value) for value in item["state"]] == [2, 1, 5]
+    requests, sent = s3_server.counts.total()
+    shard_size = shard_files[2].stat().st_size
+    assert sent < shard_size / 2 and requests <= 4, (requests, sent, shard_size)
+    s3_server.counts.reset()
+    again = dataset.__getitems__([2 * EPISODES * FRAMES + FRAMES + frame for frame in range(FRAMES)])
+    assert len(again) == FRAMES and s3_server.counts.total()[0] == 0  # the episode's bytes are cached
+
+
+def test_image_bytes_coalesce_the_ranges_of_a_batch(shard_files, remote_shards, s3_options, s3_server):
+    with kdb.open(remote_shards.replace("*", "part-1"), storage_options=s3_options) as remote, \
+            kdb.open(shard_files[1]) as local:
+        tables = [local.image_table(episode)["front"] for episode in range(EPISODES)]
+        chosen = np.concatenate([table[[1, 4, 9]] for table in tables])
+        s3_server.counts.reset()
+        pieces = remote.image_bytes(chosen["offset"], chosen["length"])
+        requests, sent = s3_server.counts.total()
+        assert [bytes(piece) for piece in pieces] == [bytes(piece) for piece in local.image_bytes(
+            chosen["offset"], chosen["length"])]
+        # One span per episode (frames 1..9 of each), plus the index on its first use; never one per image.
+        assert requests <= EPISODES + 1 and sent <= local.source.size
+        from PIL import Image
+
+        assert Image.open(io.BytesIO(bytes(pieces[0]))).size == (SIZE, SIZE)
