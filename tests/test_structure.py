@@ -30,10 +30,6 @@ RUN = 6
 ALLOWED_NAMING = {
     "_registry.py": {"kastore", "kast", "bloscpack", "kdb", "pycauset"},
 }
-# Files over the limit today that other work splits, each with its reason.
-KNOWN_LONG = {
-    "kdb/torch.py": "the robot-learning toolkit, split and moved out of the format package by issue 18 item 5",
-}
 # Modules outside the format packages that name a format today and are being moved by other work
 # (the lead's kdb toolkit move, issue 18 item 5; the format-specific CLI verb groups), each with its reason.
 KNOWN_NAMING = {
@@ -211,8 +207,7 @@ def test_the_graph_sees_imports_inside_functions():
 def test_no_file_over_800_lines():
     long = {_relative(path): count for path in _modules()
             if (count := len(path.read_text().splitlines())) > MAX_LINES}
-    assert set(long) - set(KNOWN_LONG) == set(), f"files over {MAX_LINES} lines: {long}"
-    assert set(KNOWN_LONG) <= set(long), f"drop from KNOWN_LONG, now short enough: {set(KNOWN_LONG) - set(long)}"
+    assert not long, f"files over {MAX_LINES} lines: {long}"
 
 
 def _normalised_lines(path: Path) -> list[tuple[int, str]]:
