@@ -15,6 +15,7 @@ import importlib
 import operator
 import os
 import resource
+import shutil
 import sys
 import tempfile
 import threading
@@ -26,6 +27,11 @@ ROOT = FUZZ_DIR.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 FORMATS = ("kastore", "kast", "bloscpack", "kdb", "pycauset")
+# The paths around the readers (issue 19's campaign): LeRobot metadata and parquet ingest, the
+# zarr/kerchunk/convert views of fuzzed files, the remote Source against a fuzzed loopback server.
+# Their modules may name their allowed outcomes (ALLOWED) and build their seeds (seeds()).
+AROUND = ("lerobot", "views", "remote")
+HARNESSES = FORMATS + AROUND
 
 # The address space one run may take above the process's size just before it is
 #     HEADROOM_MIB + EXPANSION x the input's size.
@@ -36,8 +42,18 @@ FORMATS = ("kastore", "kast", "bloscpack", "kdb", "pycauset")
 # 64 MiB (kdb/_images.py MAX_EXPANSION, EXPANSION_FLOOR), held by Pillow, a converted copy and the
 # array; the pycauset harness unpacks matrices of up to 64 MiB (UNPACK_BYTES below) and copies them
 # for the view's scalar.
-HEADROOM_MIB = {"kastore": 128, "kast": 128, "bloscpack": 128, "kdb": 128 + 4 * 64, "pycauset": 128 + 3 * 64}
-EXPANSION = {"kastore": 4, "kast": 4, "bloscpack": 3 * 32768, "kdb": 4 * 1100, "pycauset": 4}
+# The harnesses around the readers get the same bounds as the formats they drive: LeRobot images and
+# video frames go through kdb's image limits (plus pyarrow's buffers); the views read every format
+# (bloscpack's expansion; the zarr row blocks, at most 64 MiB, and a copy); the remote harness reads
+# one small file.
+HEADROOM_MIB = {"kastore": 128, "kast": 128, "bloscpack": 128, "kdb": 128 + 4 * 64, "pycauset": 128 + 3 * 64,
+                "lerobot": 256 + 4 * 64, "views": 256 + 4 * 64, "remote": 256}
+EXPANSION = {"kastore": 4, "kast": 4, "bloscpack": 3 * 32768, "kdb": 4 * 1100, "pycauset": 4,
+             "lerobot": 4 * 1100, "views": 3 * 32768, "remote": 4}
+
+# Seconds one input may take before it is a finding: 1 for the readers; the harnesses around them
+# start pyarrow readers, zarr writers and HTTP exchanges, whose first runs on a loaded machine took 1 s.
+TIMEOUT_S = {"lerobot": 5, "views": 5, "remote": 5}
 
 # Largest input the fuzzer makes; the seeds are smaller than this.
 MAX_LEN = 16384
@@ -48,7 +64,7 @@ def allowed(format: str, data: bytes, error: BaseException) -> bool:
     from arrayio import FormatError
 
     # An empty keyed store is a FormatError that is also an EOFError (kastore's end of a stream).
-    return isinstance(error, FormatError)
+    return isinstance(error, getattr(harness(format), "ALLOWED", FormatError))
 
 
 def harness(format: str):
@@ -96,12 +112,12 @@ class Runner:
                 raise
 
     def close(self) -> None:
-        """Remove the scratch folder."""
-        try:
-            os.unlink(self.path)
-        except FileNotFoundError:
-            pass
-        os.rmdir(self.folder)
+        """Remove the scratch folder (the harnesses around the readers leave datasets and outputs in it)
+        and stop what the harness started (the remote harness's loopback server)."""
+        shutil.rmtree(self.folder, ignore_errors=True)
+        stop = getattr(harness(self.format), "close", None)
+        if stop is not None:
+            stop()
 
 
 def address_space() -> int:
@@ -176,7 +192,8 @@ def main(format: str) -> None:
     with atheris.instrument_imports(include=["arrayio"]):
         import arrayio  # noqa: F401
         module = harness(format)
-        importlib.import_module(f"arrayio.{format}")
+        if format in FORMATS:
+            importlib.import_module(f"arrayio.{format}")
     runner = Runner(format, module.exercise)
     warm_up(runner, seed_files([str(FUZZ_DIR / "seeds" / format), *sys.argv[1:]]))
     size = runner.limit_memory()

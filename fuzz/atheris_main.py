@@ -14,6 +14,6 @@ import _common
 
 if __name__ == "__main__":
     format = os.environ.get("ARRAYIO_FUZZ_FORMAT", "")
-    if format not in _common.FORMATS:
-        sys.exit(f"fuzz: set ARRAYIO_FUZZ_FORMAT to one of {', '.join(_common.FORMATS)}")
+    if format not in _common.HARNESSES:
+        sys.exit(f"fuzz: set ARRAYIO_FUZZ_FORMAT to one of {', '.join(_common.HARNESSES)}")
     _common.main(format)

@@ -29,7 +29,7 @@ FUZZ_DIR = Path(__file__).resolve().parent
 ROOT = FUZZ_DIR.parent
 sys.path.insert(0, str(FUZZ_DIR))
 
-from _common import FORMATS, MAX_LEN
+from _common import FORMATS, HARNESSES, MAX_LEN, TIMEOUT_S
 
 ENTRY = FUZZ_DIR / "atheris_main.py"
 SEEDS = FUZZ_DIR / "seeds"
@@ -62,9 +62,10 @@ def environment(format: str) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": path.rstrip(os.pathsep), "ARRAYIO_FUZZ_FORMAT": format}
 
 
-def fuzz_command(flags: list[str], folders: list[Path]) -> list[str]:
+def fuzz_command(flags: list[str], folders: list[Path], format: str = "") -> list[str]:
     """The atheris command line: the entry script (executable, so libFuzzer can re-run it) and flags."""
-    return [sys.executable, str(ENTRY), "-timeout=1", f"-max_len={MAX_LEN}", *flags, *map(str, folders)]
+    return [sys.executable, str(ENTRY), f"-timeout={TIMEOUT_S.get(format, 1)}", f"-max_len={MAX_LEN}", *flags,
+            *map(str, folders)]
 
 
 def minimize(format: str, artifact: Path, regressions: Path, seconds: int) -> Path:
@@ -74,7 +75,7 @@ def minimize(format: str, artifact: Path, regressions: Path, seconds: int) -> Pa
     with tempfile.TemporaryDirectory() as scratch:
         smallest = Path(scratch) / "minimized"
         subprocess.run(fuzz_command(["-minimize_crash=1", f"-max_total_time={seconds}",
-                                     f"-exact_artifact_path={smallest}"], [artifact]),
+                                     f"-exact_artifact_path={smallest}"], [artifact], format),
                        env=environment(format), cwd=scratch, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                        check=False)
         data = (smallest if smallest.exists() and smallest.stat().st_size else artifact).read_bytes()
@@ -101,7 +102,7 @@ def fuzz_format(format: str, budget: list[str], work: Path, regressions: Path, m
     with tempfile.TemporaryFile("w+", errors="replace") if log is None else log.open("w+", errors="replace") as out:
         # libFuzzer's progress goes straight to the log, so a long campaign can be watched.
         process = subprocess.run(
-            fuzz_command([*budget, "-print_final_stats=1", f"-artifact_prefix={artifacts}/"], folders),
+            fuzz_command([*budget, "-print_final_stats=1", f"-artifact_prefix={artifacts}/"], folders, format),
             env=environment(format), cwd=work, stdout=out, stderr=subprocess.STDOUT, check=False)
         out.seek(0)
         output = out.read()
@@ -135,7 +136,7 @@ def merge_seeds(formats: list[str]) -> None:
         # when they add coverage to them.
         for path in source.glob("valid-*"):
             shutil.copy(path, target / path.name)
-        subprocess.run(fuzz_command(["-merge=1"], [target, source]), env=environment(format), cwd=WORK,
+        subprocess.run(fuzz_command(["-merge=1"], [target, source], format), env=environment(format), cwd=WORK,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
         for path in target.iterdir():
             if not path.name.startswith("valid-"):
@@ -146,7 +147,9 @@ def merge_seeds(formats: list[str]) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Parse the command line, run each format in turn, print and store the figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--format", action="append", choices=FORMATS, help="a format to fuzz (default: all)")
+    parser.add_argument("--format", action="append", choices=HARNESSES,
+                        help="a harness to fuzz: a format or one of the paths around the readers (lerobot, views, "
+                             "remote); default: every format")
     parser.add_argument("--seconds", type=int, help="seconds per format (default 20 unless --runs is given)")
     parser.add_argument("--runs", type=int, help="executions per format (stops at --seconds too when both are given)")
     parser.add_argument("--work", type=Path, default=WORK, help="working corpora and artifacts (default fuzz/.work)")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import errors
+from . import errors, limits
 from ._registry import FORMATS, Reader, available_formats, detect, module_of_file, spec_of_file
 from ._sources import RemoteFile, SourceStats, resolve
 from .errors import (
@@ -17,6 +17,7 @@ from .errors import (
     ChecksumError,
     ClosedError,
     FormatError,
+    LimitError,
     MissingDependencyError,
     ObjectChangedError,
     Problem,
@@ -39,6 +40,8 @@ __all__ = [
     "formats",
     "FORMATS",
     "errors",
+    "limits",
+    "LimitError",
     "ArrayIOError",
     "FormatError",
     "TruncatedError",

@@ -32,6 +32,7 @@ import os
 import tempfile
 import warnings
 import zipfile
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,13 +40,14 @@ from typing import Any, Literal
 
 import numpy as np
 
+from . import limits
 from ._binary import atomic_folder, atomic_write
 from ._keyed_tree import key_of_zarr_path, unmappable_keys, zarr_path_of_key
 from ._optional import require
 from ._registry import FORMATS, FormatSpec, format_for_extension, spec_of_file
 from ._sources import RemoteFile, is_url, resolve
 from ._tree import Array, Group, tree_of
-from .errors import ConversionWarning, UnsupportedError
+from .errors import ConversionWarning, FormatError, UnsupportedError
 
 __all__ = ["SIDES", "ConversionWarning", "Side", "convert", "source_format", "target_format", "targets_of",
            "total_bytes"]
@@ -204,49 +206,58 @@ def _npz_source(target: Any, storage_options: dict | None) -> _Source:
 
 
 def _npz_member(archive: zipfile.ZipFile, name: str, path: str) -> _Array:
-    """One npz member, streamed in blocks when asked for: a member is never inflated whole."""
+    """One npz member, streamed from the zip in blocks when they are asked for: a member is never inflated
+    whole (a 3 MB archive may inflate to gigabytes), and one block is at most the npz_member_bytes limit."""
     with archive.open(name + ".npy") as member:
-        shape, fortran, dtype = _npy_header(member, f"npz member {name!r}")
+        shape, fortran, dtype = _npy_header(member, name)
     fortran = fortran and len(shape) > 1
     # Blocks run along the axis the member's bytes are laid out by: rows (C order) or the last axis (F).
     axis = len(shape) - 1 if fortran else 0
+    slab = math.prod(size for index, size in enumerate(shape) if index != axis) * dtype.itemsize if shape else 0
+    step = max(1, _BLOCK_BYTES // max(1, slab))
+
+    def read(member: Any, low: int, count: int) -> bytes:
+        what = f"member {name!r} rows {low}..{low + count}"
+        limits.check("npz_member_bytes", count * slab, what, format="npz")
+        try:
+            data = member.read(count * slab)
+        except (zipfile.BadZipFile, zlib.error, EOFError) as error:
+            raise FormatError(format="npz", field=what, expected="intact deflated data", found=str(error)) from None
+        if len(data) != count * slab:
+            raise FormatError(format="npz", field=what, expected=f"{count * slab} bytes",
+                              found=f"{len(data)} bytes (the member ends)")
+        return data
 
     def blocks() -> Iterator[tuple[tuple[slice, ...], np.ndarray]]:
         with archive.open(name + ".npy") as member:
-            _npy_header(member, f"npz member {name!r}")
+            _npy_header(member, name)
             if not shape:
                 yield (), np.frombuffer(member.read(dtype.itemsize), dtype=dtype).reshape(())
                 return
-            slab = math.prod(size for index, size in enumerate(shape) if index != axis)
-            step = max(1, _BLOCK_BYTES // max(1, slab * dtype.itemsize))
             for low in range(0, shape[axis], step):
                 count = min(step, shape[axis] - low)
-                data = member.read(count * slab * dtype.itemsize)
-                if len(data) != count * slab * dtype.itemsize:
-                    raise UnsupportedError(f"convert: npz member {name!r} ends before the {shape} array it declares")
                 region = tuple(slice(low, low + count) if index == axis else slice(0, size)
                                for index, size in enumerate(shape))
                 block_shape = tuple(count if index == axis else size for index, size in enumerate(shape))
-                yield region, np.frombuffer(data, dtype=dtype).reshape(block_shape, order="F" if fortran else "C")
+                yield region, np.frombuffer(read(member, low, count), dtype=dtype).reshape(
+                    block_shape, order="F" if fortran else "C")
 
-    chunks = tuple(max(1, size) for size in shape)
-    if shape:
-        slab_bytes = math.prod(size for index, size in enumerate(shape) if index != axis) * dtype.itemsize
-        chunks = tuple(max(1, min(size, _BLOCK_BYTES // max(1, slab_bytes))) if index == axis else max(1, size)
-                       for index, size in enumerate(shape))
+    chunks = tuple(max(1, min(size, step)) if index == axis else max(1, size) for index, size in enumerate(shape))
     return _Array(path, name, shape, dtype, chunks, blocks, {"key": name}, order="F" if fortran else "C")
 
 
-def _npy_header(stream: Any, what: str) -> tuple[tuple[int, ...], bool, np.dtype]:
+def _npy_header(stream: Any, name: str) -> tuple[tuple[int, ...], bool, np.dtype]:
     try:
         version = np.lib.format.read_magic(stream)
         read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
             np.lib.format.read_array_header_2_0
         shape, fortran, dtype = read_header(stream)
-    except ValueError as error:
-        raise UnsupportedError(f"convert: {what} is not a readable .npy: {error}") from None
+    except (ValueError, zipfile.BadZipFile, zlib.error, EOFError) as error:
+        raise FormatError(format="npz", field=f"member {name!r} header", expected="a .npy header",
+                          found=str(error)) from None
     if np.dtype(dtype).hasobject:
-        raise UnsupportedError(f"convert: {what} holds Python objects, which convert does not unpickle")
+        raise FormatError(format="npz", field=f"member {name!r} dtype", expected="a dtype without Python objects",
+                          found=str(dtype))
     return tuple(shape), bool(fortran), np.dtype(dtype)
 
 

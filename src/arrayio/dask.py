@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from . import limits
 from ._optional import require
 from ._registry import spec_of_file
 from ._sources import RemoteFile, is_url, resolve
@@ -126,6 +127,7 @@ def _array(read: Any, args: tuple, step: int, shape: tuple[int, ...], dtype: np.
     import dask.array
 
     rows = shape[0]
+    limits.check("graph_tasks", -(-rows // step), f"blocks of {step} rows of the dask array {name}")
     chunks = (tuple(min(step, rows - low) for low in range(0, rows, step)) or (0,), *((size,) for size in shape[1:]))
     return dask.array.map_blocks(read, *args, step, rows, chunks=chunks, dtype=dtype, name=name,
                                  meta=np.empty((0,) * len(shape), dtype=dtype))

@@ -7,6 +7,7 @@
         VersionError
           VersionTooOldError
           VersionTooNewError
+        LimitError                the data declares a size over a limit of arrayio.limits (raisable)
       UnsupportedError            valid request we cannot honour (dtype, codec, ...)
       ClosedError                 the reader was closed (also a ValueError)
       WriteError                  a write, fsync, rename or truncate failed (also an OSError,
@@ -41,8 +42,8 @@ __all__ = [
     "VersionError",
     "VersionTooOldError",
     "VersionTooNewError",
-    "UnsupportedError",
     "LimitError",
+    "UnsupportedError",
     "ConversionWarning",
     "ClosedError",
     "WriteError",
@@ -156,12 +157,43 @@ class VersionTooNewError(VersionError):
     """The file's major version is newer than the versions we read."""
 
 
+class LimitError(FormatError):
+    """The data declares a size over one of :mod:`arrayio.limits`; the message names the limit and how
+    to raise it. ``limit`` is its name, ``value`` its value now, ``size`` what the data asked for."""
+
+    limit: str | None
+    value: int | None
+    size: int | None
+
+    def __init__(self, limit: str, value: int | None = None, size: int | None = None, what: str | None = None, *,
+                 format: str | None = None, offset: int | None = None, unit: str = "bytes") -> None:
+        if value is None or size is None or what is None:  # rebuilt from its message alone (torch's worker re-raise)
+            super().__init__(limit, format=format)
+            self.limit = self.value = self.size = None
+            return
+        where = f"{format}: " if format else ""
+        at = f" at byte {offset + _ORIGIN.get()}" if offset is not None else ""
+        super().__init__(
+            f"{where}{what}{at} needs {size} {unit}, over the limit {limit} = {value} {unit} (raise it with "
+            f"arrayio.limits.raised({limit}=...) or the environment variable ARRAYIO_LIMITS={limit}=...)",
+            format=format, field=what, expected=f"at most {value} {unit} ({limit})", found=f"{size} {unit}")
+        self.offset = None if offset is None else offset + _ORIGIN.get()
+        self.limit, self.value, self.size = limit, value, size
+
+    def __reduce__(self) -> Any:
+        return (_rebuild_limit_error, (type(self), self.limit, self.value, self.size, self.field, self.format,
+                                       str(self)))
+
+
+def _rebuild_limit_error(cls: type[LimitError], limit: str | None, value: int | None, size: int | None,
+                         what: str | None, format: str | None, message: str) -> LimitError:
+    error = cls(message, format=format)
+    error.limit, error.value, error.size, error.field = limit, value, size, what
+    return error
+
+
 class UnsupportedError(ArrayIOError, ValueError):
     """A valid request that this format or build cannot honour."""
-
-
-class LimitError(UnsupportedError):
-    """A request would take more memory or entries than a limit allows; the message names the limit to raise."""
 
 
 class ConversionWarning(UserWarning):

@@ -9,9 +9,9 @@ referencable array (a short last chunk) is encoded and inlined when small
 (listed under ``"inlined"``); an array with computed chunks beyond that is
 listed under ``"left_out"`` with the reason its format gives.
 
-A reference set holds a few entries per chunk: it is refused past
-``max_references`` entries (an error naming the limit, which the caller may
-raise) instead of growing without bound for a file of a million arrays.
+A reference set holds a few entries per chunk: past the ``references`` limit
+(``arrayio.limits``) it is refused with a ``LimitError`` naming the limit and
+how to raise it, instead of growing without bound for a file of a million arrays.
 """
 
 from __future__ import annotations
@@ -23,14 +23,14 @@ from typing import Any
 
 import numpy as np
 
+from . import limits
 from ._codecs import encode_chunk
 from ._tree import Array, Group, tree_of
-from .errors import LimitError, UnsupportedError
+from .errors import UnsupportedError
 
-__all__ = ["INLINE_LIMIT", "MAX_REFERENCES", "references"]
+__all__ = ["INLINE_LIMIT", "references"]
 
 INLINE_LIMIT = 1 << 20
-MAX_REFERENCES = 250_000
 _DOCUMENTS = frozenset({".zgroup", ".zattrs", ".zarray"})
 
 
@@ -98,16 +98,16 @@ def _chunk_refs(path: str, array: Array, url: str, inlined: list) -> dict[str, A
     return found
 
 
-def references(target: Any, storage_options: dict | None = None, *, max_references: int = MAX_REFERENCES) -> dict:
+def references(target: Any, storage_options: dict | None = None) -> dict:
     """A kerchunk version 1 reference set for ``target`` (path or URL), with ``left_out`` and ``inlined`` lists."""
     import arrayio
 
     url = _url_of(target)
     with arrayio.open(target, storage_options) as reader:
-        return _references(tree_of(reader), url, max_references)
+        return _references(tree_of(reader), url)
 
 
-def _references(root: Group, url: str, max_references: int) -> dict:
+def _references(root: Group, url: str) -> dict:
     refs: dict[str, Any] = {}
     left_out: list[dict] = []
     inlined: list[dict] = []
@@ -117,9 +117,7 @@ def _references(root: Group, url: str, max_references: int) -> dict:
             refs[f"{prefix}.zgroup"] = json.dumps({"zarr_format": 2})
             refs[f"{prefix}.zattrs"] = json.dumps(node.attributes)
         else:
-            if len(refs) + node.nchunks > max_references:
-                raise LimitError(f"arrayio.kerchunk: {url} needs more than max_references={max_references} "
-                                 f"entries (at {path!r}); pass a larger max_references to build it")
+            limits.check("references", len(refs) + node.nchunks, f"the references up to array {path!r}")
             found = _chunk_refs(path, node, url, inlined)
             if isinstance(found, str):
                 left_out.append({"path": path, "reason": found})

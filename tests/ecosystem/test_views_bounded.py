@@ -52,14 +52,15 @@ def test_open_store_of_many_keys_makes_nodes_when_asked(many_keys):
 
 
 def test_references_refuse_to_grow_past_their_limit(many_keys):
-    with pytest.raises(arrayio.errors.LimitError, match="max_references=1000"):
-        references(many_keys, max_references=1000)
+    with arrayio.limits.raised(references=1000), pytest.raises(arrayio.errors.LimitError, match="references = 1000"):
+        references(many_keys)
 
 
 def test_references_within_the_limit_cover_every_key(tmp_path):
     path = tmp_path / "few.kas"
     kastore.dump({f"key{index}": np.arange(3) for index in range(20)}, path)
-    refs = references(path, max_references=100)
+    with arrayio.limits.raised(references=100):
+        refs = references(path)
     assert sum(key.endswith("/0") for key in refs["refs"]) == 20
 
 

@@ -14,17 +14,19 @@ import json
 import math
 import mmap
 import os
-import warnings
 import zlib
 from typing import Any, Callable, Iterator, Literal
 
 import blosc
 import numpy as np
 
+from .. import limits
 from .._binary import Source, atomic_write, release_pages
 from .._readers import ReaderBase
 from .._sources import is_remote, is_url, resolve
 from ..errors import Problem
+from ._aliases import deprecated_alias
+from ._blocks import decode_range
 from ._errors import ERRORS, FileClosedError, NotANumpyArray
 from ._lines import EntryLines
 from ._records import (
@@ -501,12 +503,13 @@ class BloscpackFile(EntryLines, ReaderBase):
         """Chunk ``index`` decompressed, as a 1-D ``uint8`` array (verified against its digest).
 
         ``out``, a contiguous ``uint8`` array at least as long as the chunk, is filled instead of
-        a new array; the filled prefix is returned.
+        a new array (refused over the ``chunk_bytes`` limit: slices decode only the blocks they need).
         """
         if not 0 <= index < self.nchunks:
             raise IndexError(f"chunk {index} out of range 0..{self.nchunks - 1}")
         length = int(self.starts[index + 1] - self.starts[index])
         if out is None:
+            limits.check("chunk_bytes", length, f"chunk {index}", format=FORMAT_NAME, offset=int(self.positions[index]))
             out = np.empty(length, dtype=np.uint8)
         elif out.dtype != np.uint8 or out.ndim != 1 or not out.flags.c_contiguous or len(out) < length:
             raise ValueError(f"out must be a contiguous 1-D uint8 array of at least {length} bytes")
@@ -537,13 +540,21 @@ class BloscpackFile(EntryLines, ReaderBase):
             self._decode_into(index, base + int(starts[index]) - start)
 
         parallel_map(decode_whole, whole, on_done=release, threads=self.concurrent)
-        scratch = None
         for index in sorted({first, last} - set(whole)):
-            if scratch is None:
-                scratch = np.empty(int(np.max(np.diff(starts[first:last + 2]))), dtype=np.uint8)
-            chunk = self.read_chunk(index, scratch)
             lo, hi = max(start, int(starts[index])), min(stop, int(starts[index + 1]))
-            out[lo - start:hi - start] = chunk[lo - int(starts[index]):hi - int(starts[index])]
+            self._decode_part(index, lo - int(starts[index]), hi - int(starts[index]), out[lo - start:hi - start])
+
+    def _decode_part(self, index: int, low: int, high: int, out: np.ndarray | None) -> None:
+        """Bytes ``low..high`` of chunk ``index`` into ``out`` (None: check only); a chunk over the
+        chunk_bytes limit decodes only the Blosc blocks holding them."""
+        length = int(self.starts[index + 1] - self.starts[index])
+        if length <= limits.get("chunk_bytes"):
+            chunk = self.read_chunk(index)
+            if out is not None:
+                out[:high - low] = chunk[low:high]
+            return
+        position, header, compressed = self._compressed(index)
+        decode_range(compressed, header, low, high, out, f"chunk {index}", position)
 
     def _releaser(self) -> Callable[[int], None]:
         # A whole-file read lets the kernel drop each mapped chunk once decoded, so the
@@ -613,10 +624,14 @@ class BloscpackFile(EntryLines, ReaderBase):
                                            int(spare[first])))
         if self.metadata_section is not None:
             problems += self._metadata_problems(self.metadata_section)
-        scratch = np.empty(int(np.max(np.diff(self.starts), initial=0)), dtype=np.uint8)
+        sizes = np.diff(self.starts)
+        scratch = np.empty(int(np.max(sizes[sizes <= limits.get("chunk_bytes")], initial=0)), dtype=np.uint8)
         for index in range(len(positions)):
             try:
-                self._decode_into(index, scratch.ctypes.data)
+                if sizes[index] <= len(scratch):
+                    self._decode_into(index, scratch.ctypes.data)
+                else:
+                    self._decode_part(index, 0, int(sizes[index]), None)
             except ERRORS.format_error as error:
                 problems.append(Problem.from_error(error))
         return problems
@@ -735,11 +750,9 @@ def unpack_ndarray_from_bytes(bytes_: Any) -> np.ndarray:
     return _unpack_ndarray(memoryview(bytes_))
 
 
-
 def _as_uint8(bytes_: Any) -> np.ndarray:
     view = memoryview(bytes_).cast("B")
     return np.frombuffer(view, dtype=np.uint8) if len(view) else np.empty(0, np.uint8)
-
 
 
 def _unpack_bytes(target: Any) -> tuple[bytes, Any]:
@@ -759,36 +772,30 @@ def unpack_bytes_from_bytes(bytes_: Any) -> tuple[bytes, Any]:
     return _unpack_bytes(memoryview(bytes_))
 
 
-
 def _map_input(path: Any) -> tuple[Source, np.ndarray]:
     source = Source.open(os.fspath(path), ERRORS)
     return source, source.array(0, source.size, np.uint8, f"input file {os.fspath(path)}")
 
 
-
 def unpack_file_from_file(in_file: Any, out_file: Any, progress: Progress | None = None) -> Any:
     """Decompress the bloscpack file ``in_file`` into ``out_file``; returns its metadata (or None)."""
     with open_file(os.fspath(in_file)) as reader, atomic_write(out_file) as stream:
-        positions = reader.positions
+        positions, sizes, part = reader.positions, np.diff(reader.starts), limits.get("chunk_bytes")
         release = progressive_release(reader.source)
-        for index, chunk in enumerate(ordered_map(reader.read_chunk, range(reader.nchunks), threads=reader.concurrent)):
-            stream.write(memoryview(chunk))
+        def decoded(index: int) -> np.ndarray | None:  # None: over the limit, streamed in parts below
+            return reader.read_chunk(index) if sizes[index] <= part else None
+
+        for index, chunk in enumerate(ordered_map(decoded, range(reader.nchunks), threads=reader.concurrent)):
+            for low in range(0, int(sizes[index]), part) if chunk is None else ():
+                piece = np.empty(min(part, int(sizes[index]) - low), np.uint8)
+                reader._decode_part(index, low, low + len(piece), piece)
+                stream.write(piece.data)
+            if chunk is not None:
+                stream.write(memoryview(chunk))
             release(int(positions[index]))
             if progress is not None:
-                progress(len(chunk))
+                progress(int(sizes[index]))
         return reader.metadata
-
-
-def deprecated_alias(function: Callable[..., Any], old_name: str) -> Callable[..., Any]:
-    """``function`` under the name bloscpack deprecated in 0.16.0, warning as bloscpack does."""
-    def alias(*args: Any, **kwargs: Any) -> Any:
-        warnings.warn(f"{old_name} is deprecated since bloscpack 0.16.0; use {function.__name__}",
-                      DeprecationWarning, stacklevel=2)
-        return function(*args, **kwargs)
-    alias.__name__ = alias.__qualname__ = old_name
-    alias.__doc__ = f"Deprecated name of :func:`{function.__name__}`."
-    alias.__wrapped__ = function  # type: ignore[attr-defined]
-    return alias
 
 
 unpack_ndarray_file = deprecated_alias(unpack_ndarray_from_file, "unpack_ndarray_file")

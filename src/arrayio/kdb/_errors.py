@@ -7,6 +7,7 @@ from ..errors import (
     ClosedError,
     ErrorKinds,
     FormatError,
+    LimitError,
     TruncatedError,
     VersionTooNewError,
 )
@@ -35,6 +36,25 @@ class InvalidUtf8(KinoError):
 
 class ImageDecodeError(KinoError):
     """A stored image could not be decoded (or its raw size does not match its dimensions)."""
+
+
+class MissingImage(KinoError, KeyError):
+    """A frame has no image of a camera that other frames of its episode (or the dataset) have: the
+    file is damaged, and code that catches KeyError for a missing camera still does."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+    @classmethod
+    def at(cls, where: str, camera: str) -> MissingImage:
+        """The error for ``where`` ("episode 0 frame 1") lacking an image of ``camera``."""
+        return cls(f"kdb: {where} has no image of camera {camera!r}", format=FORMAT_NAME,
+                   field=f"{where} image records", found=f"no {camera!r}")
+
+
+class ImageTooLarge(LimitError, ImageDecodeError):
+    """An image record claims more pixels than its stored bytes can decode to, beyond the image_bytes
+    limit: a LimitError naming the limit, and an ImageDecodeError (``on_bad_image="skip"`` skips it)."""
 
 
 class FileClosedError(ClosedError):

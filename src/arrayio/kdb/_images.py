@@ -17,6 +17,9 @@ from typing import Any
 
 import numpy as np
 
+from .. import limits
+from ._errors import ImageDecodeError, ImageTooLarge
+
 try:
     import simplejpeg
 except ImportError:  # optional: Pillow decodes JPEG too, only slower
@@ -27,10 +30,9 @@ ENCODINGS = ("jpeg", "png")
 _PILLOW_MODES = {1: "L", 3: "RGB", 4: "RGBA"}
 _PILLOW_FORMATS = {"jpeg": "JPEG", "png": "PNG"}
 # Deflate cannot shrink data more than ~1032:1 and baseline JPEG far less, so a compressed image
-# claiming more pixels than this many times its stored size (and more than FLOOR) is refused
-# before a pixel buffer is allocated: a 200-byte file cannot make us allocate gigabytes.
+# claiming more pixels than this many times its stored size (and more than the image_bytes limit)
+# is refused before a pixel buffer is allocated: a 200-byte file cannot make us allocate gigabytes.
 MAX_EXPANSION = 1100
-EXPANSION_FLOOR = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -133,10 +135,47 @@ def decode_jpeg_into(data: Any, out: np.ndarray) -> bool:
         return False
 
 
+def check_decoded_size(width: int, height: int, channels: int, stored: int, compressed: bool, what: str,
+                       offset: int | None = None) -> None:
+    """Refuse an image record whose pixels cannot come from its ``stored`` bytes, before any pixel buffer:
+    raw pixels must be exactly the stored bytes; JPEG/PNG may expand 1100:1, beyond that only up to the
+    ``image_bytes`` limit (LimitError)."""
+    if not compressed:
+        if width * height * channels != stored:
+            raise ImageDecodeError(format="kdb", field=f"{what} data_len", offset=offset,
+                                   expected=f"width*height*channels = {width * height * channels} raw bytes",
+                                   found=stored)
+        return
+    decoded = width * height * (channels if channels in (1, 3, 4) else 3)
+    if decoded > MAX_EXPANSION * stored:
+        limits.check("image_bytes", decoded, f"{what}: {width}x{height} pixels from {stored} stored bytes (more "
+                     f"than JPEG or PNG can compress to, {MAX_EXPANSION}:1)", format="kdb", offset=offset,
+                     error=ImageTooLarge)
+
+
+def check_records(widths: Any, heights: Any, channels: Any, lengths: Any, compressed: Any, offsets: Any,
+                  what: str) -> None:
+    """:func:`check_decoded_size` over arrays of image records (a batch's, before its pixels are allocated)."""
+    for width, height, count, length, packed, offset in zip(*(np.asarray(column).tolist() for column in (
+            widths, heights, channels, lengths, compressed, offsets))):
+        check_decoded_size(width, height, count, length, packed, what, offset)
+
+
+def check_jpeg_header(data: Any, width: int, height: int, what: str, offset: int | None = None) -> None:
+    """Refuse JPEG bytes whose own header disagrees with their record's width and height: a decoder that
+    sizes its output from the header (nvJPEG) must not be handed more pixels than were checked."""
+    if simplejpeg is None:
+        return
+    try:
+        found_height, found_width = simplejpeg.decode_jpeg_header(data)[:2]
+    except Exception:  # noqa: BLE001 - an unreadable header: the decoder will say so in its own words
+        return
+    if (found_width, found_height) != (width, height):
+        raise ImageDecodeError(format="kdb", field=what, offset=offset, expected=f"a {width}x{height} JPEG (its "
+                               "record)", found=f"a JPEG header of {found_width}x{found_height}")
+
+
 def _check_size(found_width: int, found_height: int, width: int, height: int, channels: int, stored: int) -> None:
     if (found_width, found_height) != (width, height):
         raise ValueError(f"the encoded image is {found_width}x{found_height}, its record says {width}x{height}")
-    decoded = width * height * max(channels, 3)
-    if decoded > max(EXPANSION_FLOOR, MAX_EXPANSION * stored):
-        raise ValueError(f"{width}x{height} pixels ({decoded} bytes) from {stored} stored bytes is more than "
-                         f"JPEG or PNG can compress to (limit {MAX_EXPANSION}:1 above {EXPANSION_FLOOR} bytes)")
+    check_decoded_size(width, height, channels, stored, True, "image")

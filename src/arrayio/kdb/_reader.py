@@ -29,7 +29,16 @@ from ..errors import FormatError, Problem
 from . import _images
 from ._batch_reads import BatchReads
 from ._codec import EpisodeMeta, decode_meta, decode_utf8, step_dtype, step_size
-from ._errors import ERRORS, BadMagic, EpisodeIdNotFound, EpisodeNotFound, FileClosedError, ImageDecodeError
+from ._errors import (
+    ERRORS,
+    BadMagic,
+    EpisodeIdNotFound,
+    EpisodeNotFound,
+    FileClosedError,
+    ImageDecodeError,
+    ImageTooLarge,
+    MissingImage,
+)
 from ._lines import EntryLines
 from ._records import (
     CAMERA_COUNT,
@@ -171,7 +180,7 @@ class EpisodeImages(Mapping[str, "CameraFrames"]):
         for record in self.records(frame):
             if record.camera == camera:
                 return record
-        raise KeyError(f"kdb: episode {self.position} frame {frame} has no camera {camera!r}")
+        raise MissingImage.at(f"episode {self.position} frame {frame}", camera)
 
     def raw(self, frame: int, camera: str) -> memoryview:
         """The stored bytes of one camera image (zero-copy; JPEG/PNG bytes when compressed)."""
@@ -229,7 +238,7 @@ class CameraFrames(Sequence[np.ndarray]):
         frame = range(len(self))[index]
         image = self.images.frame(frame, [self.camera]).get(self.camera)
         if image is None:
-            raise KeyError(f"kdb: episode {self.images.position} frame {frame} has no image of camera {self.camera!r}")
+            raise MissingImage.at(f"episode {self.images.position} frame {frame}", self.camera)
         return image
 
     @property
@@ -243,8 +252,7 @@ class CameraFrames(Sequence[np.ndarray]):
         stacked, present = self.images.stack(self.camera)
         if not present.all():
             missing = int(np.flatnonzero(~present)[0])
-            raise KeyError(f"kdb: episode {self.images.position} frame {missing} has no image "
-                           f"of camera {self.camera!r}")
+            raise MissingImage.at(f"episode {self.images.position} frame {missing}", self.camera)
         return stacked if dtype is None else stacked.astype(dtype)
 
     def __repr__(self) -> str:
@@ -617,6 +625,8 @@ class KdbFile(ReaderBase, BatchReads, EntryLines):
                 decoded[record.camera] = self.decode_image(record)
             except ImageDecodeError as error:
                 if on_bad_image == "raise":
+                    if isinstance(error, ImageTooLarge):
+                        raise  # it names the limit to raise; a re-wrap would lose that
                     raise ImageDecodeError(format=FORMAT_NAME, offset=error.offset, expected=error.expected,
                                            found=error.found, field=f"episode {position} frame {frame} camera "
                                                                    f"{record.camera!r} {error.field}") from None
@@ -627,12 +637,10 @@ class KdbFile(ReaderBase, BatchReads, EntryLines):
     def decode_image(self, record: ImageRecord) -> np.ndarray:
         """Pixels of one image record: a zero-copy (H, W, C) view when raw, decoded when compressed."""
         data = self.source.view(record.offset, record.length, f"image {record.camera!r}")
+        # Raw pixels must be exactly the stored bytes; JPEG/PNG within their expansion or the image_bytes limit.
+        _images.check_decoded_size(record.width, record.height, record.channels, record.length, record.compressed,
+                                   f"image {record.camera!r}", record.offset)
         if not record.compressed:
-            expected = record.width * record.height * record.channels
-            if expected != record.length:
-                raise ImageDecodeError(format=FORMAT_NAME, field="image data_len", offset=record.offset,
-                                       expected=f"width*height*channels = {expected} raw bytes",
-                                       found=record.length)
             pixels = np.frombuffer(data, dtype=np.uint8)
             try:
                 return pixels.reshape(record.height, record.width, record.channels)

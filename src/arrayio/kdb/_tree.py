@@ -109,6 +109,7 @@ def _camera_array(kdb: KdbFile, images: Any, camera: str, record: Any) -> Array:
                                    f"shape at frame {frame}: {pixels.shape}, not {image_shape}")
         return pixels[np.newaxis]
 
-    return Array((images.num_frames, *image_shape), np.dtype(np.uint8), (1, *image_shape),
+    chunk = (1, *(max(size, 1) for size in image_shape))  # a zarr chunk has no empty side (0 channels is valid)
+    return Array((images.num_frames, *image_shape), np.dtype(np.uint8), chunk,
                  ("frame", "height", "width", "channel"), {"camera": camera}, read,
                  why_computed="camera frames are JPEG/PNG (or raw) records spread through the file, one per frame")

@@ -28,10 +28,21 @@ from typing import Any
 
 import numpy as np
 
+from .. import limits
 from .._binary import atomic_folder
 from .._optional import require
+from ..errors import FormatError
 from ._images import EncodedImage
 from ._images import encode as encode_image
+from ._lerobot_meta import (
+    dataset_errors,
+    expand_template,
+    integer_field,
+    metadata_error,
+    read_json,
+    read_jsonl,
+    task_list,
+)
 from ._reader import open_file
 from ._writer import Writer
 
@@ -76,67 +87,64 @@ def ingest_lerobot(source: Any, target: Any, *, compress: str | None = "jpeg", q
     pq = require("pyarrow.parquet", "LeRobot datasets")
 
     root = Path(source)
-    info = _read_json(root / "meta" / "info.json")
-    fps = float(fps if fps is not None else info.get("fps", 30))
+    info_path = root / "meta" / "info.json"
+    info = read_json(info_path)
+    if fps is None:
+        fps = info.get("fps", 30)
+        if isinstance(fps, bool) or not isinstance(fps, (int, float)) or not 0 < fps < math.inf:
+            raise metadata_error(info_path, "fps", "a positive number", fps)
+    fps = float(fps)
     embodiment = embodiment if embodiment is not None else str(info.get("robot_type") or "")
     features = info.get("features", {})
+    if not isinstance(features, dict) or not all(isinstance(feature, dict) for feature in features.values()):
+        raise metadata_error(info_path, "features", "an object of feature objects", features)
     video_keys = sorted(key for key, feature in features.items() if feature.get("dtype") == "video")
-    tasks = _lerobot_tasks(root / "meta")
-    episodes = _episode_table(root, info, video_keys)
+    with dataset_errors(root / "meta"):
+        tasks = _lerobot_tasks(root / "meta")
+        episodes = _episode_table(root, info, video_keys)
     if video_keys and not episodes:
-        raise ValueError(f"kdb: {root} has video features {video_keys} but no episode table "
+        raise FormatError(f"kdb: {root} has video features {video_keys} but no episode table "
                          "(meta/episodes/*.parquet or meta/episodes.jsonl)")
     files = sorted((root / "data").rglob("*.parquet"))
     if not files:
-        raise ValueError(f"kdb: {root} has no data/**/*.parquet files (not a LeRobot dataset folder)")
+        raise FormatError(f"kdb: {root} has no data/**/*.parquet files (not a LeRobot dataset folder)")
     seen: set[int] = set()
     videos = _Videos(tolerance_s)
     try:
         with Writer(target, compress=compress, quality=quality) as writer:
             run = _EpisodeRun(writer, tasks, embodiment, fps, episodes, video_keys, videos)
             for done, path in enumerate(files):
-                for batch in pq.ParquetFile(path).iter_batches(batch_size=ROWS_PER_BATCH):
-                    table = pa.Table.from_batches([batch])
-                    for episode_index, rows in _episode_runs(table):
-                        if episode_index != run.episode_index:
-                            run.end()
-                            if episode_index in seen:
-                                raise ValueError(f"kdb: rows of episode {episode_index} are not contiguous in {root}")
-                            seen.add(episode_index)
-                            run.begin(episode_index, rows)
-                        run.add(rows)
-                progress(done + 1, len(files))
-            run.end()
+                with dataset_errors(path):
+                    for batch in pq.ParquetFile(path).iter_batches(batch_size=ROWS_PER_BATCH):
+                        table = pa.Table.from_batches([batch])
+                        for episode_index, rows in _episode_runs(table):
+                            if episode_index != run.episode_index:
+                                run.end()
+                                if episode_index in seen:
+                                    raise FormatError(f"kdb: rows of episode {episode_index} are not contiguous "
+                                                      f"in {root}")
+                                seen.add(episode_index)
+                                run.begin(episode_index, rows)
+                            run.add(rows)
+                    progress(done + 1, len(files))
+            with dataset_errors(files[-1]):
+                run.end()
     finally:
         videos.close()
     return len(seen)
 
 
-def _read_json(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text("utf-8"))
-    except FileNotFoundError:
-        return {}
-
-
-def _read_jsonl(path: Path) -> Iterator[dict]:
-    with path.open("r", encoding="utf-8") as lines:
-        for line in lines:
-            if line.strip():
-                yield json.loads(line)
-
-
 def _lerobot_tasks(meta: Path) -> dict[int, str]:
     """task_index -> task text from tasks.jsonl (v2.1) or tasks.parquet (v3.0: the text is the pandas index)."""
     if (meta / "tasks.jsonl").exists():
-        return {int(record["task_index"]): str(record["task"]) for record in _read_jsonl(meta / "tasks.jsonl")}
+        return {int(record["task_index"]): str(record["task"]) for record in read_jsonl(meta / "tasks.jsonl")}
     if (meta / "tasks.parquet").exists():
         pq = require("pyarrow.parquet", "LeRobot datasets")
 
         table = pq.read_table(meta / "tasks.parquet").to_pydict()
         names = table.get("task") or table.get("__index_level_0__")
         if names is None or "task_index" not in table:
-            raise ValueError(f"kdb: {meta / 'tasks.parquet'} has no task_index and task (or pandas index) columns")
+            raise FormatError(f"kdb: {meta / 'tasks.parquet'} has no task_index and task (or pandas index) columns")
         return {int(index): str(name) for index, name in zip(table["task_index"], names)}
     return {}
 
@@ -152,33 +160,37 @@ def _episode_table(root: Path, info: dict, video_keys: list[str]) -> dict[int, d
             names = pq.ParquetFile(path).schema_arrow.names
             wanted = [name for name in names if not name.startswith("stats/")]
             rows = pq.read_table(path, columns=wanted).to_pylist()
-            for row in rows:
+            for number, row in enumerate(rows):
                 videos = {}
                 for key in video_keys:
-                    try:
-                        relative = info["video_path"].format(video_key=key,
-                                                             chunk_index=row[f"videos/{key}/chunk_index"],
-                                                             file_index=row[f"videos/{key}/file_index"])
-                        videos[key] = (root / relative, float(row[f"videos/{key}/from_timestamp"]))
-                    except KeyError as error:
-                        raise ValueError(f"kdb: {path} has no {error} for video feature {key!r}") from None
-                table[int(row["episode_index"])] = {"tasks": list(row.get("tasks") or []), "videos": videos}
+                    columns = [f"videos/{key}/{part}" for part in ("chunk_index", "file_index", "from_timestamp")]
+                    chunk, file, start = (integer_field(row, column, path, number, integer=not column.endswith(
+                        "timestamp")) for column in columns)
+                    relative = expand_template(info.get("video_path"), {
+                        "video_key": key, "chunk_index": int(chunk), "file_index": int(file)},
+                        name="video_path", path=meta / "info.json")
+                    videos[key] = (root / relative, float(start))
+                index = int(integer_field(row, "episode_index", path, number))
+                table[index] = {"tasks": task_list(row, path, number), "videos": videos}
     elif (meta / "episodes.jsonl").exists():
-        chunks = int(info.get("chunks_size", CHUNKS_SIZE))
+        chunks = info.get("chunks_size", CHUNKS_SIZE)
+        if isinstance(chunks, bool) or not isinstance(chunks, int) or chunks <= 0:
+            raise metadata_error(meta / "info.json", "chunks_size", "a positive integer", chunks)
         template = info.get("video_path") or (
             "videos/chunk-{episode_chunk:03d}/{video_key}/episode_{episode_index:06d}.mp4")
-        for record in _read_jsonl(meta / "episodes.jsonl"):
-            index = int(record["episode_index"])
-            videos = {key: (root / template.format(episode_chunk=index // chunks, video_key=key, episode_index=index),
-                            0.0) for key in video_keys}
-            table[index] = {"tasks": list(record.get("tasks") or []), "videos": videos}
+        for number, record in enumerate(read_jsonl(meta / "episodes.jsonl")):
+            index = int(integer_field(record, "episode_index", meta / "episodes.jsonl", number))
+            videos = {key: (root / expand_template(template, {
+                "episode_chunk": index // chunks, "video_key": key, "episode_index": index},
+                name="video_path", path=meta / "info.json"), 0.0) for key in video_keys}
+            table[index] = {"tasks": task_list(record, meta / "episodes.jsonl", number), "videos": videos}
     return table
 
 
 def _episode_runs(table: Any) -> Iterator[tuple[int, Any]]:
     """Consecutive row ranges of ``table`` that share an episode_index."""
     if "episode_index" not in table.column_names:
-        raise ValueError("kdb: parquet rows have no episode_index column (not a LeRobot table)")
+        raise FormatError("kdb: parquet rows have no episode_index column (not a LeRobot table)")
     episodes = table.column("episode_index").to_numpy()
     if not len(episodes):
         return
@@ -218,9 +230,9 @@ def _encoded(data: bytes, where: str) -> EncodedImage:
         with Image.open(io.BytesIO(data)) as image:
             kind = (image.format or "").lower()
     except Exception as error:  # noqa: BLE001 - Pillow raises several types for unreadable bytes
-        raise ValueError(f"kdb: {where} is not a readable image ({error})") from None
+        raise FormatError(f"kdb: {where} is not a readable image ({error})") from None
     if kind not in ("jpeg", "png"):
-        raise ValueError(f"kdb: {where} is a {kind or 'unknown'} image; only JPEG and PNG can be stored")
+        raise FormatError(f"kdb: {where} is a {kind or 'unknown'} image; only JPEG and PNG can be stored")
     return EncodedImage(data, kind).with_dimensions()
 
 
@@ -245,7 +257,7 @@ class _EpisodeRun:
         listed = self.episodes.get(episode_index, {}).get("tasks") or [""]
         task = listed[0] if task_index is None else self.tasks.get(task_index, listed[0])
         if self.video_keys and episode_index not in self.episodes:
-            raise ValueError(f"kdb: episode {episode_index} is not in the episode metadata (its videos are unknown)")
+            raise FormatError(f"kdb: episode {episode_index} is not in the episode metadata (its videos are unknown)")
         self.writer.begin_episode(state_dim=states.shape[1], action_dim=actions.shape[1], embodiment=self.embodiment,
                                   task=task, fps=self.fps)
         self.episode_index, self.held, self.frame = episode_index, None, 0
@@ -331,13 +343,24 @@ class _VideoReader:
         try:
             self._container = av.open(os.fspath(path))
         except (FileNotFoundError, av.error.FFmpegError) as error:
-            raise ValueError(f"kdb: cannot open video {path}: {error}") from None
+            raise FormatError(f"kdb: cannot open video {path}: {error}") from None
         if not self._container.streams.video:
             self._container.close()
-            raise ValueError(f"kdb: {path} has no video stream")
+            raise FormatError(f"kdb: {path} has no video stream")
         self._stream = self._container.streams.video[0]
+        self._check_size(self._stream.codec_context.width, self._stream.codec_context.height)
         self._stream.thread_type = "AUTO"
         self._restart()
+
+    def _check_size(self, width: int, height: int) -> None:
+        """Refuse frames over the image_bytes limit before the decoder allocates them (an 8192x8192 AV1
+        video of 200 KB cost 1.2 GB a frame)."""
+        try:
+            limits.check("image_bytes", width * height * 3, f"a {width}x{height} frame of {self.path}",
+                         format="LeRobot")
+        except limits.LimitError:
+            self._container.close()
+            raise
 
     def _restart(self) -> None:
         self._frames = self._container.decode(self._stream)
@@ -361,14 +384,18 @@ class _VideoReader:
                         self._pixels = self._current[1].to_ndarray(format="rgb24")
                     return self._pixels
                 if found > seconds + tolerance:
-                    raise ValueError(f"kdb: {self.path} has no frame at {seconds:.6f} s (within {tolerance:g} s); "
+                    raise FormatError(f"kdb: {self.path} has no frame at {seconds:.6f} s (within {tolerance:g} s); "
                                      f"the next frame is at {found:.6f} s")
             try:
                 frame = next(self._frames, None)
             except av.error.FFmpegError as error:
-                raise ValueError(f"kdb: cannot decode {self.path}: {error}") from None
+                raise FormatError(f"kdb: cannot decode {self.path}: {error}") from None
             if frame is None:
-                raise ValueError(f"kdb: {self.path} ends before {seconds:.6f} s")
+                raise FormatError(f"kdb: {self.path} ends before {seconds:.6f} s")
+            if (frame.width, frame.height) != (self._stream.codec_context.width, self._stream.codec_context.height):
+                self._check_size(frame.width, frame.height)  # a stream may change size midway
+            if frame.time is None:
+                raise FormatError(f"kdb: {self.path} has a frame without a presentation time")
             self._current = (float(frame.time), frame)
             self._pixels = None
 

@@ -33,6 +33,8 @@ from ._writer import Writer
 Progress = Callable[[int, int], None]
 PNG_MAGIC = b"\x89PNG"
 SUCCESS_VALUES = {"true": True, "false": False, "unknown": None}
+# Deeper expressions are refused before evaluation, which recurses once per level.
+MAX_WHERE_DEPTH = 100
 WHERE_FIELDS = ("episode_id", "frames", "state_dim", "action_dim", "fps", "success", "total_reward", "embodiment",
                 "task")
 
@@ -152,8 +154,22 @@ def _compile_where(text: str) -> Callable[[EpisodeMeta], bool]:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as error:
         raise ValueError(f"kdb: --where {text!r}: {error.msg} at column {error.offset}") from None
+    except (MemoryError, RecursionError):  # CPython's parser gives up on deep nesting with these
+        tree = None
+    if tree is None or _depth(tree.body) > MAX_WHERE_DEPTH:
+        raise ValueError(f"kdb: --where {text[:40]!r}...: nested more than {MAX_WHERE_DEPTH} levels deep")
     _check_node(tree.body, text)
     return lambda meta: bool(_evaluate(tree.body, _fields(meta)))
+
+
+def _depth(root: ast.AST) -> int:
+    """How deeply ``root`` nests (without recursion: the tree may be thousands of levels deep)."""
+    deepest, stack = 0, [(root, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return deepest
 
 
 def _check_node(node: ast.AST, text: str) -> None:
@@ -180,7 +196,13 @@ def _evaluate(node: ast.AST, fields: dict[str, Any]) -> Any:
         return all(values) if isinstance(node.op, ast.And) else any(values)
     if isinstance(node, ast.UnaryOp):
         value = _evaluate(node.operand, fields)
-        return (not value) if isinstance(node.op, ast.Not) else -value
+        if isinstance(node.op, ast.Not):
+            return not value
+        if value is None:  # the negation of an unknown total_reward is unknown too
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"kdb: --where cannot negate {value!r}: only numbers have a sign")
+        return -value
     if isinstance(node, ast.Compare):
         left = _evaluate(node.left, fields)
         for op, comparator in zip(node.ops, node.comparators):

@@ -44,7 +44,7 @@ except ModuleNotFoundError as error:  # say which extra installs it
 from .._optional import require
 from . import _images
 from ._batch_reads import IMAGE_TABLE_DTYPE
-from ._errors import ImageDecodeError
+from ._errors import ImageDecodeError, MissingImage
 from ._images import JPEG_MAGIC
 from ._reader import ImageRecord
 from ._shards import ShardSet, frame_offsets
@@ -354,9 +354,8 @@ def _gather_images(shards: ShardSet, part: int, episodes: np.ndarray, unique: np
         if missing.any():
             item, slot = (int(axis[0]) for axis in np.nonzero(missing))
             episode = int(episodes[item])
-            raise KeyError(f"kdb: shard {int(shards.episode_shard[episode])} episode "
-                           f"{int(shards.episode_position[episode])} frame {int(frames[item, slot])} has no image of "
-                           f"camera {camera!r}")
+            raise MissingImage.at(f"shard {int(shards.episode_shard[episode])} episode "
+                                  f"{int(shards.episode_position[episode])} frame {int(frames[item, slot])}", camera)
         gather = state[output.key]
         gather.records[rows_of] = records
         gather.source[rows_of] = ids[:, None]
@@ -423,6 +422,8 @@ class _ImageGather:
         if len(wrong):
             raise ValueError(f"kdb: camera {self.camera!r} has images of {tuple(shapes[wrong[0]].tolist())} and "
                              f"{shape} in one batch; a batch needs one image size per camera")
+        _images.check_records(chosen["width"], chosen["height"], channels, chosen["length"], formats != 0,
+                              chosen["offset"], f"image {self.camera!r}")  # the file's word, before the batch
         batch = batch_tensor((self.size * self.window, *shape), torch.uint8)
         pixels = batch.numpy()
         owners = self.source.reshape(-1)[places]
@@ -506,6 +507,9 @@ def _decode_camera(batch: Mapping[str, Any], key: str, device: torch.device, ima
     if len(shapes) > 1:
         raise ValueError(f"kdb: {key} holds images of several sizes {sorted(shapes)}; a batch needs one size")
     height, width, channels = shapes.pop() if shapes else (0, 0, 3)
+    starts = offsets.numpy()  # the records' sizes are the file's word: checked before any pixel is allocated
+    _images.check_records(flat_sizes[:, 1], flat_sizes[:, 0], flat_sizes[:, 2], np.diff(starts), flat_sizes[:, 3] != 0,
+                          starts[:-1], key)
     if device.type == "cuda":
         problem = _cuda_problem(data, offsets, flat_sizes)
         if problem is None:
@@ -552,6 +556,8 @@ def _cuda_problem(data: torch.Tensor, offsets: torch.Tensor, sizes: np.ndarray) 
     for slot in range(len(sizes)):
         if sizes[slot, 3] == 0 or bytes(flat[starts[slot]:starts[slot] + 3]) != JPEG_MAGIC:
             return f"image {slot} is not a JPEG (nvJPEG decodes JPEG only)"
+        _images.check_jpeg_header(flat[starts[slot]:starts[slot + 1]], int(sizes[slot, 1]), int(sizes[slot, 0]),
+                                  f"image {slot}", starts[slot])  # nvJPEG sizes its output from the header
     return None
 
 

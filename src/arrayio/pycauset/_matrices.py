@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import limits
 from .._binary import round_up
 from ..errors import UnsupportedError
 from ._errors import ERRORS
@@ -173,6 +174,13 @@ class Layout:
         count = self.rows if self.is_vector else self.rows * self.cols
         return count * self.dtype.itemsize
 
+    def check_row_block(self, count: int) -> None:
+        """Refuse to unpack ``count`` stored rows at once when they are over the ``row_block_bytes`` limit
+        (a 4 KB IDENTITY file may declare n = 2**31: 16 GiB a row)."""
+        row_bytes = (1 if self.is_vector else self.cols) * self.dtype.itemsize
+        limits.check("row_block_bytes", count * row_bytes, f"{count} unpacked row(s) of the {self.rows}x{self.cols} "
+                     f"{self.matrix_type} matrix", format="pycauset")
+
     def unpack(self, payload: np.ndarray, max_bytes: int | None = UNPACK_LIMIT) -> np.ndarray:
         """A new dense array in base orientation from the uint8 ``payload`` of a packed layout."""
         if self.opaque:
@@ -205,6 +213,8 @@ class Layout:
     def triangle_rows(self, data: np.ndarray, low: int, high: int) -> np.ndarray:
         """Rows ``low..high`` of a stored triangle as a (high - low, n) block, zero where nothing is stored;
         ``data`` holds the payload's bytes from the start of row ``low`` on."""
+        if high - low < self.rows:  # a block of the zarr view (the whole triangle has its own unpack limit)
+            self.check_row_block(high - low)
         lengths, starts = _row_offsets(self.rows, self.data_type, self.diagonal)
         begin = int(starts[low]) if low < self.rows else 0
         block = np.zeros((high - low, self.rows), dtype=self.dtype)

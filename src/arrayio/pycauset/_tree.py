@@ -61,6 +61,8 @@ def tree(container: Any) -> Group:
 
     stored_row = (1 if layout.is_vector else layout.cols) * layout.dtype.itemsize  # unpacked bytes per stored row
     step = min(rows_per_chunk(stored_row), max(layout.rows, 1))
+    if not layout.zero_copy:  # packed rows are computed: a chunk of them must fit the row_block_bytes limit
+        layout.check_row_block(step)
     transposed = layout.is_transposed and not layout.is_vector
     # Stored rows run along the last axis of a transposed matrix and of a vector read as a (1, n) row.
     axis = len(shape) - 1 if transposed or layout.is_vector else 0
