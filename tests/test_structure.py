@@ -37,6 +37,7 @@ KNOWN_NAMING = {
     "cli/bloscpack.py": "the `arrayio bloscpack compress|decompress|append` verbs of the reference tool",
     "cli/__init__.py": "adds the two format verb groups above",
     "cli/_table.py": "the verb table the CLI help is made from: it lists the two format verb groups' verbs",
+    "limits.py": "the limits' help text says which formats' sizes each bounds (kdb images, pycauset rows)",
 }
 
 

@@ -199,6 +199,8 @@ def _model_array(array: Array, path: str, location: tuple, name: str) -> Any:
         return dask.array.map_blocks(_read_chunks, *location, path, 1, chunks=(), dtype=array.dtype, name=name,
                                      meta=meta)
     step = array.chunks[0] * per_block
+    limits.check("graph_tasks", -(-array.shape[0] // step) * math.prod(array.grid[1:]),
+                 f"blocks of the dask array of {path!r}")
     first = tuple(min(step, array.shape[0] - low) for low in range(0, array.shape[0], step)) or (0,)
     rest = tuple(tuple(min(chunk, size - low) for low in range(0, size, chunk)) or (0,)
                  for chunk, size in zip(array.chunks[1:], array.shape[1:]))

@@ -1,4 +1,4 @@
-"""What ``arrayio cat`` prints of a bloscpack entry: the reader's ``cat``, kept beside the reader."""
+"""What ``arrayio ls`` and ``cat`` show of a bloscpack file: the reader's ``entries`` and ``cat``."""
 
 from __future__ import annotations
 
@@ -9,10 +9,25 @@ from typing import Any
 
 from .._text import TEXT_LIMIT, value_lines
 from ._errors import ERRORS
+from ._records import decode_blosc_flags
 
 
 class EntryLines:
-    """``cat(name)`` of the bloscpack reader (a mixin: the reader module stays within its size)."""
+    """``entries()`` and ``cat(name)`` of the bloscpack reader: what ``arrayio ls`` and ``cat`` show (a mixin,
+    so the reader module stays within its size)."""
+
+    def entries(self: Any) -> list[dict[str, Any]]:
+        """One row per chunk: name ``chunkN``, byte offset, compressed and uncompressed sizes, codec."""
+        rows = []
+        for index in range(self.nchunks):
+            position, header = self.chunk_location(index)
+            flags = decode_blosc_flags(header.flags)
+            shuffle = "bit" if flags["bit_shuffle"] else "byte" if flags["byte_shuffle"] else "none"
+            rows.append({"name": f"chunk{index}", "offset": position, "cbytes": header.cbytes,
+                         "nbytes": header.nbytes, "codec": "memcpy" if flags["pure_memcpy"] else flags["codec"],
+                         "shuffle": shuffle})
+        return rows
+
 
     def cat(self: Any, name: str, numbers: bool = False) -> Iterator[str]:
         """Lines for ``arrayio cat``: ``data`` prints every value (storage order), ``chunkN`` one chunk's

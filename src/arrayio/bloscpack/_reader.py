@@ -483,10 +483,6 @@ class BloscpackFile(EntryLines, ReaderBase):
                                                expected=bytes(digest), found=computed)
         return position, header, compressed
 
-    def verified_chunk(self, index: int) -> memoryview:
-        """The stored Blosc frame of chunk ``index``, its digest verified (not decoded)."""
-        return self._compressed(index)[2]
-
     def _decode_into(self, index: int, address: int) -> None:
         """Verify chunk ``index`` and decompress it to ``address`` (room for its nbytes is the caller's job)."""
         position, header, compressed = self._compressed(index)
@@ -697,18 +693,6 @@ class BloscpackFile(EntryLines, ReaderBase):
             _position, first = self.chunk_location(0)
             facts["first_chunk"] = {**first._asdict(), **decode_blosc_flags(first.flags)}
         return facts
-
-    def entries(self) -> list[dict[str, Any]]:
-        """One row per chunk: name ``chunkN``, byte offset, compressed and uncompressed sizes, codec."""
-        rows = []
-        for index in range(self.nchunks):
-            position, header = self.chunk_location(index)
-            flags = decode_blosc_flags(header.flags)
-            shuffle = "bit" if flags["bit_shuffle"] else "byte" if flags["byte_shuffle"] else "none"
-            rows.append({"name": f"chunk{index}", "offset": position, "cbytes": header.cbytes,
-                         "nbytes": header.nbytes, "codec": "memcpy" if flags["pure_memcpy"] else flags["codec"],
-                         "shuffle": shuffle})
-        return rows
 
 
 def open_file(target: Any) -> BloscpackFile:

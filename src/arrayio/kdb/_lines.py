@@ -1,4 +1,4 @@
-"""What ``arrayio cat`` prints of a kdb entry (an episode id): the reader's ``cat``, kept beside the reader."""
+"""What ``arrayio ls`` and ``cat`` show of a kdb file (episodes): the reader's ``entries`` and ``cat``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,19 @@ from ._errors import EpisodeIdNotFound
 
 
 class EntryLines:
-    """``cat(name)`` of the kdb reader (a mixin: the reader module stays within its size)."""
+    """``entries()`` and ``cat(name)`` of the kdb reader: what ``arrayio ls`` and ``cat`` show (a mixin, so
+    the reader module stays within its size)."""
+
+    def entries(self: Any) -> list[dict[str, Any]]:
+        """One row per episode: id, frames, dims, fps, success, total reward, embodiment, task."""
+        self.index  # noqa: B018 - one request for every entry instead of one per block
+        rows = []
+        for position in range(len(self)):
+            meta = self.read_meta(position)
+            rows.append({"name": str(meta.episode_id), "num_frames": meta.num_frames, "state_dim": meta.state_dim,
+                         "action_dim": meta.action_dim, "fps": meta.fps, "success": meta.success,
+                         "total_reward": meta.total_reward, "embodiment": meta.embodiment, "task": meta.task})
+        return rows
 
     def cat(self: Any, name: str, numbers: bool = False) -> Iterator[str]:
         """The frames of episode id ``name`` as tab-separated lines: frame, reward, terminal, state, action,
