@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help="small data, same cases (for run_all.py --quick)")
     parser.add_argument("--json", dest="json_path", default=None, metavar="PATH",
                         help="also write the result rows to PATH as JSON")
+
+
+def best(action: Callable[[], Any], repeat: int) -> float:
+    """The fastest of ``repeat`` runs of ``action()``, in seconds."""
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        action()
+        times.append(time.perf_counter() - start)
+    return min(times)
 
 
 def cost_ratio(ours: float | None, other: float | None, higher_is_better: bool) -> float | None:

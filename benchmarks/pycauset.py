@@ -41,15 +41,7 @@ sys.path.insert(0, str(_HERE.parent / "src"))
 
 from arrayio import pycauset as ours
 
-
-def best(action, repeat: int) -> float:
-    """The fastest of ``repeat`` runs, in seconds."""
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        action()
-        times.append(time.perf_counter() - start)
-    return min(times)
+best = _rows.best
 
 
 def median(action, repeat: int) -> float:

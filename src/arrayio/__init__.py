@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import errors, limits
-from ._registry import FORMATS, Reader, available_formats, detect, module_of_file, spec_of_file
+from ._registry import FORMATS, Reader, available_formats, detect, module_of_file, spec_of_file, view_of
 from ._sources import RemoteFile, SourceStats, resolve
 from .errors import (
     ArrayIOError,
@@ -75,6 +75,8 @@ def open(path: Any, storage_options: dict | None = None) -> Reader:  # noqa: A00
 def info(path: Any, storage_options: dict | None = None) -> dict:
     """Facts about a file of any supported format, as a JSON-friendly dict (keys: docs/cli.md)."""
     target = resolve(path, storage_options)
+    if view_of(target) is not None:  # a community's layout (tskit's .trees) answers with what its users know
+        return module_of_file(target).info(target)
     with spec_of_file(target).open(target) as reader:
         return reader.info()
 

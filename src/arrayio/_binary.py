@@ -266,8 +266,9 @@ class Source:
         """Requests and bytes fetched (``requests``, ``bytes_fetched``) for remote sources; None for local ones."""
         return None
 
-    def prefetch(self, ranges: Iterable[tuple[int, int]]) -> None:
-        """Hint that the ``(offset, length)`` ranges are read next; remote sources fetch them together."""
+    def prefetch(self, ranges: Iterable[tuple[int, int]], gap: int = 0) -> None:
+        """Hint that the ``(offset, length)`` ranges are read next; remote sources fetch them together,
+        ranges at most ``gap`` bytes apart in one request."""
 
     @property
     def is_mapped(self) -> bool:

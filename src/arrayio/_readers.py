@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 from .errors import ClosedError, FormatError, Problem
 
-__all__ = ["ReaderBase", "problems_of"]
+__all__ = ["ReaderBase", "entries_of", "info_of", "problems_of"]
 
 
 class ReaderBase:
@@ -69,6 +69,18 @@ class ReaderBase:
 
 
 Opener = Callable[[Any], Any]
+
+
+def info_of(open_reader: Opener, target: Any) -> dict[str, Any]:
+    """``open_reader(target).info()``, closing the reader afterwards (the module hooks of the views)."""
+    with open_reader(target) as reader:
+        return reader.info()
+
+
+def entries_of(open_reader: Opener, target: Any) -> list[dict[str, Any]]:
+    """``open_reader(target).entries()``, closing the reader afterwards (the module hooks of the views)."""
+    with open_reader(target) as reader:
+        return reader.entries()
 
 
 def problems_of(open_reader: Opener, target: Any,

@@ -21,8 +21,8 @@ from typing import Any, Protocol, runtime_checkable
 from ._sources import RemoteFile, is_remote, is_url, resolve
 from .errors import ErrorKinds, FormatError, Problem, UnsupportedError
 
-__all__ = ["Reader", "FormatSpec", "FORMATS", "detect", "module_for", "spec_for", "spec_of_file", "available_formats",
-           "format_for_extension", "module_of_file"]
+__all__ = ["Reader", "FormatSpec", "FORMATS", "ViewSpec", "VIEWS", "detect", "view_of", "module_for", "spec_for",
+           "spec_of_file", "available_formats", "format_for_extension", "module_of_file"]
 
 
 @runtime_checkable
@@ -142,8 +142,40 @@ class _Specs(Mapping[str, FormatSpec]):
 FORMATS = _Specs()
 
 
+@dataclass(frozen=True)
+class ViewSpec:
+    """A community's layout known by its extension: over one of the formats (tskit's ``.trees`` are kastore
+    files, ``over`` names it) or in a container of its own (tszip's zip, with its own ``magic``). Its module
+    offers the hooks of a format (open, info, validate, entries, cat, FORMAT_NAME), so info, ls, cat and
+    validate show what its users know; ``map`` and the views of the format underneath see the bytes as before."""
+
+    name: str
+    module: str
+    magic: bytes | None
+    extensions: tuple[str, ...]
+    description: str
+    over: str | None = None
+
+    @property
+    def leading_bytes(self) -> bytes:
+        """The bytes a file of this view starts with: its own magic, or that of the format it views."""
+        return self.magic if self.magic is not None else FORMATS[str(self.over)].magic
+
+
+VIEWS: dict[str, ViewSpec] = {
+    spec.name: spec
+    for spec in (
+        ViewSpec("tskit", "arrayio.tskit", None, (".trees",), "tskit tree sequence (a kastore file)",
+                 over="kastore"),
+        ViewSpec("tszip", "arrayio.tszip", b"PK\x03\x04", (".tsz",),
+                 "tszip: a tree sequence's columns as Zarr v2 arrays in a zip"),
+    )
+}
+
+
 def _longest_magic() -> int:
-    return max(len(spec.magic) for spec in FORMATS.values())
+    return max(len(magic) for magic in [*(spec.magic for spec in FORMATS.values()),
+                                        *(spec.leading_bytes for spec in VIEWS.values())])
 
 
 def _head(target: Any) -> bytes:
@@ -203,8 +235,26 @@ def format_for_extension(path: Any) -> str:
     raise UnsupportedError(f"no format uses the extension {suffix or '(none)'!r} of {os.fsdecode(path)}")
 
 
+def view_of(target: Any) -> str | None:
+    """The view whose extension ``target`` (a path, URL or RemoteFile) has and whose magic its bytes start with."""
+    if isinstance(target, RemoteFile):
+        shown = target.name
+    elif isinstance(target, (str, os.PathLike)):
+        shown = os.fsdecode(target)
+    else:
+        return None
+    suffix = os.path.splitext(shown.split("?")[0])[1].lower()
+    for spec in VIEWS.values():
+        if suffix in spec.extensions and _head(target).startswith(spec.leading_bytes):
+            return spec.name
+    return None
+
+
 def module_of_file(target: Any) -> ModuleType:
-    """The package of the format detected in ``target``; a clear error when nothing matches."""
+    """The module of the view or format detected in ``target``; a clear error when nothing matches."""
+    view = view_of(target)
+    if view is not None:
+        return importlib.import_module(VIEWS[view].module)
     return module_for(spec_of_file(target).name)
 
 

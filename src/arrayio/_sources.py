@@ -20,6 +20,7 @@ import bisect
 import contextlib
 import errno
 import io
+import itertools
 import re
 import shutil
 import sys
@@ -560,6 +561,28 @@ class RemoteFile:
                 with self._lock:
                     self._cache.add(piece, data)
 
+    def iter_ranges(self, ranges: Iterable[tuple[int, int]], *, part: int = 8 << 20,
+                    threads: int = 8) -> Iterator[tuple[int, bytes]]:
+        """(offset, bytes) of the ``(offset, length)`` ranges in parts of at most ``part`` bytes, in order,
+        fetched ``threads`` parts at a time (at most that many parts in memory); nothing goes through the
+        cache, so a whole object can stream through without a second copy or a temporary file."""
+        from collections import deque
+        from concurrent.futures import ThreadPoolExecutor
+
+        size = self.size
+        pieces = iter([(start, min(start + part, offset + length, size))
+                       for offset, length in ranges if length > 0
+                       for start in range(offset, min(offset + length, size), part)])
+        with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
+            pending = deque((start, pool.submit(self._request, start, stop))
+                            for start, stop in itertools.islice(pieces, max(1, threads)))
+            while pending:
+                start, future = pending.popleft()
+                following = next(pieces, None)
+                if following is not None:
+                    pending.append((following[0], pool.submit(self._request, *following)))
+                yield start, future.result()
+
     def open(self) -> BinaryIO:
         """A seekable binary file object reading through this object's cache (for stream-based readers)."""
         return io.BufferedReader(_RemoteReader(self), buffer_size=self.readahead)
@@ -626,10 +649,10 @@ class RemoteSource(Source):
             raise ValueError("I/O operation on a closed source")
         return self.remote.read(offset, length)
 
-    def prefetch(self, ranges: Iterable[tuple[int, int]]) -> None:
-        """Fetch the ``(offset, length)`` ranges about to be read, adjacent ones in one request."""
+    def prefetch(self, ranges: Iterable[tuple[int, int]], gap: int = 0) -> None:
+        """Fetch the ``(offset, length)`` ranges about to be read, those at most ``gap`` apart in one request."""
         if not self.closed:
-            self.remote.prefetch(ranges)
+            self.remote.prefetch(ranges, gap)
 
     def close(self) -> None:
         """Mark closed; a RemoteFile this source opened itself drops its cache."""

@@ -25,7 +25,7 @@ from typing import Any
 
 from ._binary import Source
 from ._optional import require
-from ._registry import FORMATS, detect
+from ._registry import FORMATS, VIEWS, detect, view_of
 from .errors import ArrayIOError, FormatError, Problem
 
 __all__ = [
@@ -196,7 +196,8 @@ class ByteMap:
 def map_source(source: Source, format_name: str, name: str = "<data>",
                problems: Iterable[Any] = ()) -> ByteMap:
     """Map an open source of format ``format_name``; ``problems`` (from validate) are kept for drawing."""
-    sections, stop = tile(FORMATS[format_name].sections(source), source.size)
+    module = importlib.import_module(f"{(FORMATS.get(format_name) or VIEWS[format_name]).module}._map")
+    sections, stop = tile(module.sections(source), source.size)
     found = list(problems)
     if stop is not None and stop.problem is not None:
         # validate often reports the same error as text; the Problem carries its offset.
@@ -212,20 +213,21 @@ def map_file(target: Any, format_name: str | None = None, *, check: bool = True)
     """Detect ``target``'s format (or use ``format_name``), map it, and run ``validate`` when ``check``."""
     name = os.fsdecode(target) if isinstance(target, (str, bytes, os.PathLike)) else getattr(target, "name", "<data>")
     if format_name is None:
-        format_name = detect(target)
+        format_name = detect(target) or view_of(target)  # a view's own container (a .tsz zip) has no format
         if format_name is None:
             raise FormatError(f"{name}: not a file of any known format (name the format to map it anyway)")
-    spec = FORMATS[format_name]
+    package = (FORMATS.get(format_name) or VIEWS[format_name]).module
+    errors = importlib.import_module(f"{package}._errors").ERRORS
     problems: list[Any] = []
     if check:
         start = target.tell() if hasattr(target, "seek") else None
         try:
-            problems = list(importlib.import_module(spec.module).validate(target))
+            problems = list(importlib.import_module(package).validate(target))
         except (ArrayIOError, OSError, TypeError, ValueError) as error:
             problems = [str(error)]
         if start is not None:
             target.seek(start)  # validate read the stream; the map reads the same bytes again
-    with Source.open(target, spec.errors) as source:
+    with Source.open(target, errors) as source:
         return map_source(source, format_name, name, problems)
 
 

@@ -59,6 +59,17 @@ _BLOCK_BYTES = 64 << 20
 _FAMILY = {"mapping": "mapping", "array": "array", "matrix": "array", "episodes": "episodes", "tree": "tree"}
 _MEETS = {"mapping": ("mapping", "tree"), "array": ("array", "tree"), "episodes": ("tree",),
           "tree": ("mapping", "array", "tree")}
+# Conversions a toolkit owns, by source and target extension -> (its "module:function", the target's name,
+# None for the arrayio format that owns the target's extension): tree sequences to and from tszip, Blosc1
+# containers to and from python-blosc2. Each function takes (source, target, storage_options=None, progress=None).
+TOOL_CONVERSIONS: dict[tuple[str, str], tuple[str, str | None]] = {
+    (".trees", ".tsz"): ("arrayio.tskit:to_tszip", "tszip"),
+    (".tsz", ".trees"): ("arrayio.tskit:tszip_to_trees", "tskit"),
+    (".blp", ".b2nd"): ("arrayio.blosc2:from_bloscpack", "b2nd"),
+    (".blp", ".b2frame"): ("arrayio.blosc2:from_bloscpack", "b2frame"),
+    (".b2nd", ".blp"): ("arrayio.blosc2:to_bloscpack", None),
+    (".b2frame", ".blp"): ("arrayio.blosc2:to_bloscpack", None),
+}
 
 
 # --------------------------------------------------------------------------- what a source holds
@@ -264,6 +275,19 @@ def _npy_header(stream: Any, name: str) -> tuple[tuple[int, ...], bool, np.dtype
 def _npy_source(target: Any, storage_options: dict | None) -> _Source:
     array = np.load(target, mmap_mode="r", allow_pickle=False)
     return _Source("npy", {"": {}}, [_plain_array("array", "array", array)], lambda: None)
+
+
+def tool_conversion(source: Any, target: Any) -> tuple[Callable[..., Any], str] | None:
+    """The toolkit function converting ``source`` to ``target`` and the target's name (None: the models' own)."""
+    import importlib
+
+    suffixes = tuple(os.path.splitext(os.fspath(path).split("?")[0].rstrip("/"))[1].lower()
+                     for path in (source, target))
+    if suffixes not in TOOL_CONVERSIONS:
+        return None
+    where, name = TOOL_CONVERSIONS[suffixes]
+    module, function = where.split(":")
+    return getattr(importlib.import_module(module), function), name or format_for_extension(target)
 
 
 # --------------------------------------------------------------------------- staging the output
@@ -483,6 +507,10 @@ def convert(source: Any, target: Any, *, to: str | None = None, compression: str
     """
     if compression not in ("zstd", "blosc"):
         raise UnsupportedError(f"convert: compression must be 'zstd' or 'blosc', not {compression!r}")
+    tool = tool_conversion(source, target) if isinstance(source, (str, os.PathLike)) else None
+    if tool is not None:
+        tool[0](source, target, storage_options=storage_options, progress=progress)
+        return tool[1]
     # storage_options serve whichever side is a URL (both, when both are)
     source_options = storage_options if is_url(source) else None
     source_name = source_format(source, source_options)

@@ -24,7 +24,7 @@ from .. import foreign as foreign_files
 from .. import info as file_info
 from .. import validate as file_problems
 from .._optional import require
-from .._registry import available_formats, module_for, spec_of_file
+from .._registry import VIEWS, available_formats, module_for, module_of_file, spec_of_file, view_of
 from ..errors import ArrayIOError, FormatError, Problem
 from ._common import (
     emit_json,
@@ -93,7 +93,7 @@ def _file_report(file: str, pairs: tuple[str, ...]) -> dict[str, Any]:
     name = None
     try:
         target = target_of(file, pairs)
-        name = spec_of_file(target).name
+        name = module_of_file(target).FORMAT_NAME
         problems = file_problems(target)
     except OSError as error:  # the line names the file already: the reason is enough
         problems = [Problem(error.strerror or str(error))]
@@ -188,7 +188,10 @@ def cat(file: str, key: str, numbers: bool, storage_options: tuple[str, ...]) ->
 
 def _module_of(target: Any) -> Any:
     """What lists and prints ``target``: its arrayio reader, or the reader of the numpy/zarr files convert writes."""
-    return foreign_files if foreign_files.kind_of(target) else _ARRAYIO_FILES
+    if foreign_files.kind_of(target):
+        return foreign_files
+    view = view_of(target)  # a community's layout over a format (tskit's .trees) shows what its users know
+    return importlib.import_module(VIEWS[view].module) if view is not None else _ARRAYIO_FILES
 
 
 class _ArrayioFiles:
@@ -220,9 +223,14 @@ _ARRAYIO_FILES = _ArrayioFiles()
 def convert(source: str, target: str, to: str | None, compression: str, storage_options: tuple[str, ...]) -> None:
     """Convert SOURCE to TARGET chunk by chunk (paths or URLs; arrayio's five formats, .zarr, .npz, .npy)."""
     from ..convert import convert as convert_file
-    from ..convert import source_format, target_format, targets_of, total_bytes
+    from ..convert import source_format, target_format, targets_of, tool_conversion, total_bytes
 
     options = storage_options_of(storage_options) or None
+    if tool_conversion(source, target) is not None:  # .trees <-> .tsz, .blp <-> .b2nd/.b2frame
+        with progress(os.path.basename(source), None, unit="bytes") as bar:
+            target_name = convert_file(source, target, storage_options=options, progress=bar.advance)
+        click.echo(f"{source} -> {target} ({target_name})")
+        return
     source_name, target_name = source_format(source, options), target_format(target, to)
     if target_name not in targets_of(source_name):
         fail(f"convert: {source_name} -> {target_name} is not a conversion the models allow; {source_name} "

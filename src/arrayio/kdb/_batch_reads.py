@@ -45,13 +45,14 @@ class BatchReads:
         """Fetch the state/action sections (and image sections) of the episodes at ``positions`` from a
         remote file ahead of reading them: sections that lie back to back go in one request (a no-op
         for a mapped file)."""
+        source = self.source  # a closed reader fails here, whatever ``positions`` is
         ranges = []
         for position in positions:
             entry = self.entry(int(position))
             ranges.append((entry.actions_offset, entry.actions_length))
             if images:
                 ranges.append((entry.images_offset, entry.images_length))
-        self.source.prefetch(ranges)
+        source.prefetch(ranges)
 
     def image_bytes(self: Any, offsets: Sequence[int] | np.ndarray, lengths: Sequence[int] | np.ndarray) -> list[Any]:
         """The stored bytes of the image records at ``offsets`` (``lengths`` each), as buffers: slices of

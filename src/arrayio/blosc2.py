@@ -1,0 +1,235 @@
+"""Leaving bloscpack: its files as python-blosc2 NDArrays (``.b2nd``) or super-chunks (``.b2frame``), and back.
+
+bloscpack was archived in March 2025 and its maintainers point to python-blosc2.
+:func:`from_bloscpack` keeps dtype, shape, the memory order (``vlmeta["order"]``),
+the bloscpack metadata (``vlmeta["bloscpack"]``), the chunking (a ``.b2frame``
+has the same chunks; a ``.b2nd`` chunk holds the whole rows, or columns for
+Fortran order, of one bloscpack chunk) and the codec settings the Blosc1 headers
+record (codec, shuffle, typesize, block size). It works over the public reader
+of :mod:`arrayio.bloscpack`, one chunk in memory at a time.
+
+Chunks are decoded and encoded again, not copied: c-blosc2 reads Blosc1 chunks
+and an in-memory super-chunk accepts them unchanged, but appending them to a
+file-backed (contiguous) frame fails as soon as one is larger than the one
+before it (python-blosc2 4.14: "Could not append the desired chunk"), and a
+``.b2nd`` chunk must hold whole rows and a padded last chunk, which bloscpack's
+byte-sized chunks rarely do. Blosc1 headers do not record the compression
+level, so ``clevel`` says it (default 5). ``pip install "arrayio[blosc2]"``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import bloscpack
+from ._binary import fsync_dir
+from ._optional import require
+from ._sources import is_url
+from .errors import UnsupportedError
+
+__all__ = ["EXTENSIONS", "from_bloscpack", "to_bloscpack"]
+
+EXTENSIONS = {".b2nd": "ndarray", ".b2frame": "frame"}
+# Blosc1 codec names (a chunk header's codec) -> python-blosc2's; lz4hc writes lz4 streams, snappy is gone.
+_CODECS = {"blosclz": "BLOSCLZ", "lz4": "LZ4", "zlib": "ZLIB", "zstd": "ZSTD", "snappy": "LZ4"}
+_BLOSC1_NAMES = {"BLOSCLZ": "blosclz", "LZ4": "lz4", "LZ4HC": "lz4hc", "ZLIB": "zlib", "ZSTD": "zstd"}
+Progress = Callable[[int], None]
+
+
+def _kind(target: Any, kind: str | None) -> str:
+    if kind is not None:
+        if kind not in EXTENSIONS.values():
+            raise UnsupportedError(f"blosc2: kind must be one of {', '.join(EXTENSIONS.values())}, not {kind!r}")
+        return kind
+    suffix = os.path.splitext(os.fspath(target))[1].lower()
+    if suffix not in EXTENSIONS:
+        raise UnsupportedError(f"blosc2: {os.fspath(target)} ends neither in .b2nd nor in .b2frame; say kind=")
+    return EXTENSIONS[suffix]
+
+
+@contextmanager
+def _published(target: Any) -> Iterator[str]:
+    """A path beside ``target`` for python-blosc2 to write; renamed over ``target`` only when complete."""
+    final = Path(os.fspath(target))
+    final.parent.mkdir(parents=True, exist_ok=True)
+    handle, name = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
+    os.close(handle)
+    os.unlink(name)
+    try:
+        yield name
+        os.replace(name, final)
+        fsync_dir(final.parent)
+    finally:
+        if os.path.exists(name):
+            os.unlink(name)
+
+
+def _cparams(reader: Any, clevel: int) -> dict[str, Any]:
+    """The first chunk's codec, shuffle and block size, and the file's typesize, as python-blosc2 cparams."""
+    blosc2 = require("blosc2", "Blosc2 conversions")
+
+    cparams: dict[str, Any] = {"clevel": clevel, "typesize": max(1, reader.header.typesize)}
+    if reader.nchunks == 0:
+        return cparams
+    _position, header = reader.chunk_location(0)
+    flags = bloscpack.decode_blosc_flags(header.flags)
+    cparams["codec"] = blosc2.Codec[_CODECS.get(flags["codec"], "ZSTD")]
+    cparams["filters"] = [blosc2.Filter.BITSHUFFLE if flags["bit_shuffle"] else
+                          blosc2.Filter.SHUFFLE if flags["byte_shuffle"] else blosc2.Filter.NOFILTER]
+    return cparams
+
+
+def _slabs(reader: Any, axis: int, per_slab: int, progress: Progress) -> Iterator[tuple[int, np.ndarray]]:
+    """(first index along ``axis``, decoded slab of ``per_slab`` entries) in file order, from the chunk stream:
+    bloscpack chunks are byte ranges, so bytes are carried over from one chunk to the next."""
+    shape = reader.shape
+    rest = [n for position, n in enumerate(shape) if position != axis % len(shape)]
+    slab_bytes = math.prod(rest) * reader.dtype.itemsize
+    carry = np.empty(0, np.uint8)
+    start = 0
+    for chunk in reader.iter_chunks():
+        progress(len(chunk))
+        carry = np.concatenate((carry, chunk)) if carry.size else chunk
+        count = carry.size // slab_bytes // per_slab * per_slab if slab_bytes else 0
+        if count:
+            yield start, _slab(carry[:count * slab_bytes], reader, axis, count)
+            carry = carry[count * slab_bytes:].copy()
+            start += count
+    if carry.size:
+        yield start, _slab(carry, reader, axis, carry.size // slab_bytes)
+
+
+def _slab(data: np.ndarray, reader: Any, axis: int, count: int) -> np.ndarray:
+    shape = list(reader.shape)
+    shape[axis] = count
+    return data.view(reader.dtype).reshape(shape, order=reader.order)
+
+
+def _ndarray(reader: Any, path: str, cparams: dict[str, Any], progress: Progress) -> None:
+    blosc2 = require("blosc2", "Blosc2 conversions")
+
+    shape, itemsize = reader.shape, reader.dtype.itemsize
+    axis = -1 if reader.order == "F" else 0
+    chunk_size = reader.header.chunk_size if reader.nchunks else 1
+    if not shape:
+        array = blosc2.asarray(np.asarray(reader.read()), urlpath=path, mode="w", cparams=cparams)
+    else:
+        across = math.prod(n for position, n in enumerate(shape) if position != axis % len(shape)) * itemsize
+        per_chunk = max(1, min(shape[axis], chunk_size // across if across else shape[axis]))
+        chunks = list(shape)
+        chunks[axis] = max(1, per_chunk)
+        array = blosc2.empty(shape, dtype=reader.dtype, chunks=tuple(chunks), urlpath=path, mode="w",
+                             cparams={key: value for key, value in cparams.items() if key != "blocksize"})
+        for start, slab in _slabs(reader, axis, per_chunk, progress):
+            region = [slice(None)] * len(shape)
+            region[axis] = slice(start, start + slab.shape[axis])
+            array[tuple(region)] = np.ascontiguousarray(slab)  # one slab: python-blosc2 takes C order only
+    array.schunk.vlmeta["order"] = reader.order
+    if reader.metadata is not None:
+        array.schunk.vlmeta["bloscpack"] = reader.metadata
+
+
+def _frame(reader: Any, path: str, cparams: dict[str, Any], progress: Progress) -> None:
+    blosc2 = require("blosc2", "Blosc2 conversions")
+
+    chunk_size = reader.header.chunk_size if reader.nchunks else 1 << 20
+    frame = blosc2.SChunk(chunksize=chunk_size, urlpath=path, mode="w", contiguous=True, cparams=cparams)
+    for chunk in reader.iter_chunks():
+        frame.append_data(chunk)
+        progress(len(chunk))
+    if reader.metadata is not None:
+        frame.vlmeta["bloscpack"] = reader.metadata
+
+
+def from_bloscpack(source: Any, target: Any, storage_options: dict | None = None, progress: Progress | None = None,
+                   *, kind: str | None = None, clevel: int = 5) -> str:
+    """Write the bloscpack file ``source`` (a path or URL) as a Blosc2 ``.b2nd`` NDArray or ``.b2frame``
+    super-chunk at ``target`` (``kind`` "ndarray" or "frame" when the extension does not say); returns the kind."""
+    chosen = _kind(target, kind)
+    report = progress or (lambda nbytes: None)
+    with bloscpack.open(source, storage_options) as reader:
+        if chosen == "ndarray" and not reader.is_numpy:
+            raise UnsupportedError(f"blosc2: {reader.name} holds bytes, not an ndarray; write a .b2frame")
+        if reader.is_numpy and reader.dtype.hasobject:
+            raise UnsupportedError(f"blosc2: dtype {reader.dtype} cannot be stored")
+        cparams = _cparams(reader, clevel)
+        with _published(target) as path:
+            (_ndarray if chosen == "ndarray" else _frame)(reader, path, cparams, report)
+    return chosen
+
+
+# --------------------------------------------------------------------------- back to bloscpack
+
+def _blosc_args(cparams: Any, typesize: int) -> dict[str, Any]:
+    blosc2 = require("blosc2", "Blosc2 conversions")
+
+    codec = getattr(cparams, "codec", blosc2.Codec.ZSTD)
+    filters = list(getattr(cparams, "filters", []))
+    shuffle = 2 if blosc2.Filter.BITSHUFFLE in filters else 1 if blosc2.Filter.SHUFFLE in filters else 0
+    return {"typesize": max(1, min(typesize, 255)), "clevel": int(getattr(cparams, "clevel", 5)),
+            "shuffle": shuffle, "cname": _BLOSC1_NAMES.get(codec.name, "zstd")}
+
+
+@contextmanager
+def _spool(folder: Path, shape: tuple[int, ...], dtype: np.dtype, order: str) -> Iterator[np.ndarray]:
+    """A memory map beside the target (unlinked at once) that a bloscpack writer can read whole."""
+    if math.prod(shape) == 0:
+        yield np.zeros(shape, dtype=dtype, order="F" if order == "F" else "C")
+        return
+    handle, name = tempfile.mkstemp(prefix=".spool.", dir=folder)
+    os.close(handle)
+    try:
+        yield np.memmap(name, dtype=dtype, mode="w+", shape=shape, order="F" if order == "F" else "C")
+    finally:
+        os.unlink(name)
+
+
+def to_bloscpack(source: Any, target: Any, storage_options: dict | None = None, progress: Progress | None = None,
+                 *, chunk_size: int | None = None) -> str:
+    """Write a python-blosc2 ``.b2nd`` NDArray or ``.b2frame`` super-chunk (a local path: python-blosc2 opens it)
+    as the bloscpack file ``target``, one Blosc2 chunk at a time through a spool map; returns the kind read."""
+    blosc2 = require("blosc2", "Blosc2 conversions")
+
+    if storage_options or is_url(source):
+        raise UnsupportedError(f"blosc2: {source} must be a local path (python-blosc2 opens files itself)")
+    report = progress or (lambda nbytes: None)
+    opened = blosc2.open(os.fspath(source), mode="r")
+    folder = Path(os.fspath(target)).resolve().parent
+    folder.mkdir(parents=True, exist_ok=True)
+    if isinstance(opened, blosc2.NDArray):
+        schunk = opened.schunk
+        order = schunk.vlmeta["order"] if "order" in schunk.vlmeta else "C"
+        shape, dtype = tuple(opened.shape), np.dtype(opened.dtype)
+        with _spool(folder, shape, dtype, order) as spool:
+            for info in opened.iterchunks_info():
+                region = tuple(slice(c * n, min((c + 1) * n, s))
+                               for c, n, s in zip(info.coords, opened.chunks, shape))
+                block = opened[region] if shape else opened[()]
+                spool[region] = block
+                report(np.asarray(block).nbytes)
+            size = chunk_size or max(dtype.itemsize, schunk.chunksize // dtype.itemsize * dtype.itemsize)
+            bloscpack.pack_ndarray_to_file(spool, target, chunk_size=size,
+                                           blosc_args=_blosc_args(schunk.cparams, dtype.itemsize))
+        return "ndarray"
+    schunk = opened
+    metadata = schunk.vlmeta["bloscpack"] if "bloscpack" in schunk.vlmeta else None
+    with _spool(folder, (schunk.nbytes,), np.dtype(np.uint8), "C") as spool:
+        position = 0
+        for index in range(schunk.nchunks):
+            data = np.frombuffer(schunk.decompress_chunk(index), np.uint8)
+            spool[position:position + data.size] = data
+            position += data.size
+            report(data.size)
+        if metadata is not None and metadata.get("container") == "numpy":
+            raise UnsupportedError("blosc2: this frame holds an ndarray's bytes; convert the .b2nd instead")
+        bloscpack.pack_bytes_to_file(spool, target, chunk_size=chunk_size or schunk.chunksize, metadata=metadata,
+                                     blosc_args=_blosc_args(schunk.cparams, schunk.typesize))
+    return "frame"

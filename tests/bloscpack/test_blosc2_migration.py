@@ -1,0 +1,136 @@
+"""Leaving bloscpack: .blp -> python-blosc2 .b2nd / .b2frame and back, with python-blosc2 and the reference
+bloscpack 0.16 reading and writing the other side."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import references
+
+blosc2 = pytest.importorskip("blosc2")
+
+import arrayio.bloscpack as blp  # noqa: E402
+from arrayio import blosc2 as migrate  # noqa: E402
+from arrayio.convert import convert  # noqa: E402
+from arrayio.errors import FormatError, UnsupportedError  # noqa: E402
+
+RNG = np.random.default_rng(23)
+ARRAYS = {
+    "c-2d": np.linspace(0, 100, 200_000).reshape(-1, 100),
+    "f-2d": np.asfortranarray(RNG.integers(0, 1000, (300, 257), dtype=np.int32)),
+    "1d-uint16": np.arange(300_000, dtype=np.uint16),
+    "3d-float32": RNG.random((30, 20, 40), dtype=np.float32),
+    "0d": np.array(2.5),
+    "empty": np.zeros((0, 7)),
+    "structured": np.array([(1, 2.0), (3, 4.0)] * 5000, dtype=[("a", "<i4"), ("b", "<f8")]),
+}
+
+
+@pytest.fixture(scope="module")
+def reference_bloscpack():
+    return references.bloscpack(pytest.importorskip)
+
+
+def _read_b2nd(path) -> np.ndarray:
+    opened = blosc2.open(str(path))
+    return opened[()] if opened.ndim == 0 else opened[:]
+
+
+@pytest.mark.parametrize("name", sorted(ARRAYS))
+def test_reference_blp_to_b2nd_read_by_python_blosc2(reference_bloscpack, tmp_path, name):
+    array = ARRAYS[name]
+    source, target = tmp_path / "a.blp", tmp_path / "a.b2nd"
+    chunk = (64 << 10) // array.dtype.itemsize * array.dtype.itemsize  # byte chunks that end mid-row
+    reference_bloscpack.pack_ndarray_to_file(array, str(source), chunk_size=chunk if array.nbytes > chunk else "1M")
+    assert convert(source, target) == "b2nd"
+    read = _read_b2nd(target)
+    assert read.dtype == array.dtype and read.shape == array.shape
+    np.testing.assert_array_equal(read, array)
+    opened = blosc2.open(str(target))
+    assert opened.schunk.vlmeta["order"] == ("F" if np.isfortran(array) else "C")
+    assert opened.schunk.vlmeta["bloscpack"]["container"] == "numpy"
+
+
+def test_chunking_and_codec_carry_over(tmp_path):
+    array = np.arange(1 << 20, dtype=np.float64)
+    source = tmp_path / "z.blp"
+    blp.pack_ndarray_to_file(array, source, chunk_size=1 << 20, blosc_args={"cname": "zstd", "clevel": 3,
+                                                                             "shuffle": 2})
+    with blp.open(source) as reader:
+        nchunks = reader.nchunks
+    migrate.from_bloscpack(source, tmp_path / "z.b2nd", clevel=3)
+    opened = blosc2.open(str(tmp_path / "z.b2nd"))
+    assert opened.chunks == ((1 << 20) // 8,) and opened.schunk.nchunks == nchunks
+    assert opened.schunk.cparams.codec == blosc2.Codec.ZSTD
+    assert blosc2.Filter.BITSHUFFLE in opened.schunk.cparams.filters
+    assert opened.schunk.cparams.clevel == 3
+    frame = tmp_path / "z.b2frame"
+    migrate.from_bloscpack(source, frame, kind="frame")
+    schunk = blosc2.open(str(frame))
+    assert schunk.nchunks == nchunks and schunk.chunksize == 1 << 20 and schunk.typesize == 8
+
+
+def test_byte_payload_to_b2frame_and_back(reference_bloscpack, tmp_path):
+    payload = os.urandom(700_000) + bytes(900_000)
+    source = tmp_path / "bytes.blp"
+    reference_bloscpack.pack_bytes_to_file(payload, str(source), chunk_size=256 << 10)
+    assert convert(source, tmp_path / "bytes.b2frame") == "b2frame"
+    schunk = blosc2.open(str(tmp_path / "bytes.b2frame"))
+    assert schunk[:] == payload and schunk.nchunks == 7
+    assert convert(tmp_path / "bytes.b2frame", tmp_path / "back.blp") == "bloscpack"
+    assert reference_bloscpack.unpack_bytes_from_file(str(tmp_path / "back.blp"))[0] == payload
+
+
+@pytest.mark.parametrize("name", ["c-2d", "f-2d", "3d-float32", "1d-uint16"])
+def test_python_blosc2_ndarrays_to_blp_read_by_reference_bloscpack(reference_bloscpack, tmp_path, name):
+    array = ARRAYS[name]
+    source = tmp_path / "theirs.b2nd"
+    written = blosc2.asarray(np.ascontiguousarray(array), urlpath=str(source), mode="w",
+                             cparams={"codec": blosc2.Codec.LZ4, "clevel": 5})
+    del written
+    assert convert(source, tmp_path / "back.blp") == "bloscpack"
+    back = reference_bloscpack.unpack_ndarray_from_file(str(tmp_path / "back.blp"))
+    np.testing.assert_array_equal(back, array)
+    with blp.open(tmp_path / "back.blp") as reader:
+        assert reader.info()["first_chunk"]["codec"] == "lz4"
+
+
+@pytest.mark.parametrize("name", ["f-2d", "structured", "0d"])
+def test_round_trip_keeps_fortran_order_and_dtype(tmp_path, name):
+    array = ARRAYS[name]
+    blp.pack_ndarray_to_file(array, tmp_path / "a.blp")
+    migrate.from_bloscpack(tmp_path / "a.blp", tmp_path / "a.b2nd")
+    migrate.to_bloscpack(tmp_path / "a.b2nd", tmp_path / "b.blp")
+    back = blp.unpack_ndarray_from_file(tmp_path / "b.blp")
+    np.testing.assert_array_equal(back, array)
+    assert back.dtype == array.dtype and np.isfortran(back) == np.isfortran(array)
+
+
+def test_bytes_cannot_become_an_ndarray(tmp_path):
+    blp.pack_bytes_to_file(b"abc" * 1000, tmp_path / "b.blp")
+    with pytest.raises(UnsupportedError, match="b2frame"):
+        migrate.from_bloscpack(tmp_path / "b.blp", tmp_path / "b.b2nd")
+    assert not (tmp_path / "b.b2nd").exists()
+
+
+def test_a_corrupt_chunk_leaves_no_output(tmp_path):
+    array = np.arange(200_000, dtype=np.int64)
+    blp.pack_ndarray_to_file(array, tmp_path / "a.blp", chunk_size=1 << 16)
+    data = bytearray((tmp_path / "a.blp").read_bytes())
+    data[-100] ^= 0xFF
+    (tmp_path / "bad.blp").write_bytes(bytes(data))
+    with pytest.raises(FormatError):
+        migrate.from_bloscpack(tmp_path / "bad.blp", tmp_path / "bad.b2nd")
+    assert sorted(os.listdir(tmp_path)) == ["a.blp", "bad.blp"]
+
+
+def test_cli_converts_a_folder_one_line_each(tmp_path, cli):
+    for index in range(2):
+        blp.pack_ndarray_to_file(np.full((100, 10), index, dtype=np.int16), tmp_path / f"{index}.blp")
+    for path in sorted(tmp_path.glob("*.blp")):
+        result = cli("convert", str(path), str(path.with_suffix(".b2nd")))
+        assert result.returncode == 0, result.stderr
+    for index in range(2):
+        np.testing.assert_array_equal(_read_b2nd(tmp_path / f"{index}.b2nd"), np.full((100, 10), index, np.int16))

@@ -1,0 +1,125 @@
+"""Tree sequences and tszip files from http:// (the range server) and s3:// (moto): equal to the local read,
+with request and byte bounds counted by the servers themselves."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+tskit = pytest.importorskip("tskit")
+pytest.importorskip("msprime")
+tszip = pytest.importorskip("tszip")
+
+import tree_sequences  # noqa: E402
+
+import arrayio  # noqa: E402
+from arrayio import tskit as arrayio_tskit  # noqa: E402
+
+BACKENDS = ["http", "s3"]
+HEAD = 64 << 10  # the read-ahead of the first request
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory) -> dict:
+    """A 2.4 MB msprime tree sequence (tables far larger than the read-ahead) and its tszip form."""
+    folder = tmp_path_factory.mktemp("remote-trees")
+    trees = folder / "mid.trees"
+    tree_sequences.simulated(samples=200, length=5e6, seed=3).dump(trees)
+    tsz = folder / "mid.tsz"
+    arrayio_tskit.to_tszip(trees, tsz, chunk=1 << 16)
+    return {"trees": trees, "tsz": tsz}
+
+
+@pytest.fixture
+def serve(request, files):
+    """(url, storage_options, counts) of a file on a backend, counts reset."""
+    def put(name: str, backend: str):
+        data = files[name].read_bytes()
+        if backend == "http":
+            server = request.getfixturevalue("http_server")
+            url, options, counts = server.put(f"w23-{files[name].name}", data), {}, server.counts
+        else:
+            store = request.getfixturevalue("object_stores")(backend)
+            url, options, counts = store.put(f"w23-{files[name].name}", data), store.options, store.counts
+        counts.reset()
+        return url, options, counts
+    return put
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_info_over_a_url_reads_the_index_and_small_keys(serve, files, backend):
+    url, options, counts = serve("trees", backend)
+    remote = arrayio_tskit.info(url, storage_options=options)
+    local = arrayio_tskit.info(files["trees"])
+    assert remote == local
+    requests, sent = counts.total()
+    size = files["trees"].stat().st_size
+    assert requests <= 4
+    assert sent < size // 5  # the tables themselves (the bulk of the file) are never fetched
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_load_over_a_url_equals_tskit_load(serve, files, backend):
+    url, options, counts = serve("trees", backend)
+    loaded = arrayio_tskit.load(url, storage_options=options)
+    loaded.tables.assert_equals(tskit.load(files["trees"]).tables)
+    requests, sent = counts.total()
+    size = files["trees"].stat().st_size
+    # the head, format/name (a run of its own in this file), then the file in parallel 8 MiB parts
+    assert requests <= 2 + -(-size // (8 << 20))
+    assert sent <= size + 2 * HEAD
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_metadata_only_over_a_url_in_three_requests(serve, files, backend):
+    url, options, counts = serve("trees", backend)
+    loaded = arrayio_tskit.load(url, storage_options=options, skip_tables=True)
+    loaded.tables.assert_equals(tskit.load(files["trees"], skip_tables=True).tables)
+    requests, sent = counts.total()
+    assert requests <= 3
+    assert sent < files["trees"].stat().st_size // 5
+
+
+def test_a_subset_of_tables_fetches_only_their_columns(serve, files):
+    url, options, counts = serve("trees", "http")
+    nodes = arrayio_tskit.load(url, tables=["nodes"])
+    nodes.nodes.assert_equals(tskit.load(files["trees"]).tables.nodes)
+    _requests, sent = counts.total()
+    assert sent < files["trees"].stat().st_size // 3
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_tsz_over_a_url(serve, files, backend):
+    url, options, counts = serve("tsz", backend)
+    facts = arrayio.info(url, storage_options=options)
+    assert facts["format"] == "tszip" and facts["columns"]
+    requests, _sent = counts.total()
+    assert requests <= 3
+    counts.reset()
+    tree_sequence = arrayio_tskit.from_tszip(url, storage_options=options)
+    tree_sequence.tables.assert_equals(tskit.load(files["trees"]).tables)
+    requests, sent = counts.total()
+    size = files["tsz"].stat().st_size
+    assert requests <= 5 and sent <= 2 * size + 2 * HEAD
+
+
+def test_cli_info_of_a_url(serve, cli):
+    url, _options, counts = serve("trees", "http")
+    result = cli("info", url, "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["tables"]["edges"]["rows"] > 1000
+    assert counts.total()[0] <= 4
+
+
+def test_an_object_replaced_while_loading_is_named_not_mixed(request, files):
+    from arrayio import RemoteFile
+    from arrayio.errors import ObjectChangedError
+
+    server = request.getfixturevalue("http_server")
+    url = server.put("w23-replaced.trees", files["trees"].read_bytes())
+    remote = RemoteFile(url)
+    assert remote.size == files["trees"].stat().st_size  # opened: size and ETag learned
+    server.put("w23-replaced.trees", files["trees"].read_bytes()[::-1])  # same size, other bytes and ETag
+    with pytest.raises(ObjectChangedError, match="changed"):
+        arrayio_tskit.load(remote)
