@@ -38,6 +38,9 @@ KNOWN_NAMING = {
     "cli/__init__.py": "adds the two format verb groups above",
     "cli/_table.py": "the verb table the CLI help is made from: it lists the two format verb groups' verbs",
     "limits.py": "the limits' help text says which formats' sizes each bounds (kdb images, pycauset rows)",
+    # Toolkits between one named format and a community's layout (issue 23), not views of any tree:
+    "tskit.py": "tskit's tree sequences are kastore files: the toolkit reads their columns from that format",
+    "blosc2.py": "the migration toolkit from bloscpack files to Blosc2 containers and back",
 }
 
 
@@ -79,7 +82,7 @@ def _code_words(source: str) -> set[str]:
         if token.type == tokenize.COMMENT or (token.type == tokenize.STRING and token.start[0] in docstrings):
             continue
         if token.type in (tokenize.NAME, tokenize.STRING) or token.type == getattr(tokenize, "FSTRING_MIDDLE", -1):
-            words.update(re.findall(r"[A-Za-z0-9]+", token.string))
+            words.update(re.findall(r"[A-Za-z0-9_]+", token.string))
             words.add(token.string)
     return words
 
