@@ -15,19 +15,31 @@ processes, against the same sum over the same chunks already in the workers' mem
 dask's own scheduling cost) and a local ``unpack_ndarray_from_file(path).sum()``. Goal: within 1.5x
 of the in-memory run. One run of each (after one warm-up of the cluster and the page cache).
 ``--quick``: 0.03 GB files, 200 episodes, a 0.1 GB dask file.
+
+At the wire (issue 22), files served by the same range server in another process: a --key-gb kastore key
+read whole through the obstore client and through the fsspec client, against the limit: the same bytes
+fetched by --concurrency plain ``http.client`` ranged GETs of 8 MiB into one buffer; a 100-chunk bloscpack
+slice (both clients, against the same limit for its byte span); one kdb batch of 256 random frames from 8
+shards through ``FrameDataset`` (both clients). Goals: obstore >= 0.8 of the limit and >= 3x fsspec for
+the key. ``--no-wire`` skips them, ``--only-wire`` runs only them.
 """
 
 from __future__ import annotations
 
 import argparse
+import http.client
 import mmap
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import numpy as np
 
@@ -248,32 +260,204 @@ def case_pycauset(url: str, measure: Measure, folder: Path) -> dict:
                 "ref_seconds": ref_elapsed, "limit_seconds": _limit(url, start, block.nbytes)}
 
 
-SERVE_ONE_FILE = """
+# --------------------------------------------------------------------------- at the wire (issue 22)
+
+PART_BYTES = 8 << 20
+WIRE_REPEAT = 2
+CLIENTS = ("obstore", "fsspec")
+
+
+def _best(action, repeat: int = WIRE_REPEAT):
+    """(the result of the last run, best time of ``repeat`` runs after one untimed warm-up)."""
+    result = action()
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = action()
+        best = min(best, time.perf_counter() - start)
+    return result, best
+
+
+def limit_concurrent(url: str, start: int, length: int, concurrency: int) -> float:
+    """Best time of fetching ``length`` bytes at ``start`` the plainest way: ``concurrency`` threads, each with
+    one kept-alive ``http.client`` connection, sending ranged GETs of PART_BYTES read straight into one buffer."""
+    parts = urlsplit(url)
+    local = threading.local()
+
+    def fetch(view: memoryview, offset: int) -> None:
+        connection = getattr(local, "connection", None)
+        if connection is None:
+            connection = local.connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+        end = min(start + length, offset + PART_BYTES)
+        connection.request("GET", parts.path, headers={"Range": f"bytes={offset}-{end - 1}"})
+        response = connection.getresponse()
+        target = view[offset - start:end - start]
+        count = 0
+        while count < len(target):
+            got = response.readinto(target[count:])
+            if not got:
+                break
+            count += got
+        assert response.status == 206 and count == len(target)
+
+    with ThreadPoolExecutor(concurrency) as pool:
+        def run() -> None:
+            view = memoryview(bytearray(length))
+            list(pool.map(lambda offset: fetch(view, offset), range(start, start + length, PART_BYTES)))
+        return _best(run)[1]
+
+
+def case_key_at_the_wire(url: str, concurrency: int) -> list[dict]:
+    """One big kastore key read whole, through each client, and the limit for its bytes."""
+    rows, seconds, facts = [], {}, {}
+    # The fsspec client as it read before issue 22 (one GET for the whole key) is the reference.
+    variants = {"obstore client": {"client": "obstore"}, "fsspec client": {"client": "fsspec"},
+                "fsspec client, one GET (as before)": {"client": "fsspec", "part_bytes": 1 << 40}}
+    for label, options in variants.items():
+        def read(options: dict = options) -> tuple:
+            with kastore.load(url, storage_options={**options, "concurrency": concurrency}) as store:
+                array = store["key"]
+                check = int(array[::1 << 13].sum())
+                return check, store.source.stats.requests, store.extent("key")[0], array.nbytes
+        facts[label], seconds[label] = _best(read)
+    assert len({fact[0] for fact in facts.values()}) == 1
+    _check, _requests, offset, nbytes = facts["obstore client"]
+    limit = limit_concurrent(url, offset, nbytes, concurrency)
+    before = "fsspec client, one GET (as before)"
+    for label in variants:
+        rows.append(_rows.row("remote", f"wire: {nbytes / 2**30:.2f} GiB kastore key, {label}", seconds[label],
+                              reference=seconds[before], reference_name=before, limit=limit,
+                              limit_name=f"{concurrency} concurrent http.client ranged GETs of 8 MiB",
+                              target=">= 0.8 of the limit, >= 3x fsspec" if label == "obstore client" else "",
+                              note=f"{facts[label][1]} requests, {nbytes / seconds[label] / 1e9:.2f} GB/s"))
+    return rows
+
+
+def case_slice_at_the_wire(url: str, concurrency: int, chunks: int = 100) -> list[dict]:
+    """A bloscpack slice across ``chunks`` chunks, through each client, and the limit for its byte span."""
+    rows, seconds, facts = [], {}, {}
+    with bloscpack.open(url) as reader:
+        first = max(0, reader.nchunks // 3)
+        chunks = min(chunks, reader.nchunks - first - 1)  # positions[first + chunks] is where the slice ends
+        rows_per_chunk = reader.header.chunk_size // (reader.dtype.itemsize * int(np.prod(reader.shape[1:])))
+        start, stop = int(reader.positions[first]), int(reader.positions[first + chunks])
+    for client in CLIENTS:
+        def read(client: str = client) -> tuple:
+            with bloscpack.open(url, storage_options={"client": client, "concurrency": concurrency}) as reader:
+                block = reader[first * rows_per_chunk:(first + chunks) * rows_per_chunk]
+                return float(block[::97].sum()), reader.source.stats.requests
+        facts[client], seconds[client] = _best(read)
+    assert facts["obstore"][0] == facts["fsspec"][0]
+    limit = limit_concurrent(url, start, stop - start, concurrency)
+    for client in CLIENTS:
+        rows.append(_rows.row("remote", f"wire: bloscpack slice of {chunks} chunks ({(stop - start) / 1e6:.0f} MB), "
+                              f"{client} client", seconds[client], reference=seconds["fsspec"],
+                              reference_name="the fsspec client", limit=limit,
+                              limit_name=f"{concurrency} concurrent http.client ranged GETs of its bytes",
+                              note=f"{facts[client][1]} requests (open included)"))
+    return rows
+
+
+def write_shards(folder: Path, shards: int = 8, episodes: int = 64, frames: int = 20) -> list[Path]:
+    """kdb shards of JPEG episodes (96x96, one camera) for the batch case."""
+    paths = []
+    rng = np.random.default_rng(7)
+    for number in range(shards):
+        path = folder / f"shard-{number}.kdb"
+        paths.append(path)
+        if path.exists():
+            continue
+        with kdb.Writer(path, compress="jpeg", created_timestamp=0) as out:
+            for index in range(episodes):
+                out.add_episode(rng.standard_normal((frames, 14)).astype(np.float32),
+                                rng.standard_normal((frames, 7)).astype(np.float32),
+                                images={"front": rng.integers(0, 255, (frames, 96, 96, 3), dtype=np.uint8)},
+                                task=f"shard {number} task {index}")
+    return paths
+
+
+def case_kdb_batch(urls: list[str], batch: int = 256) -> list[dict]:
+    """One batch of ``batch`` random frames from the shards through FrameDataset, through each client."""
+    from arrayio.kdb.torch import FrameDataset
+
+    rows, seconds, facts = [], {}, {}
+    for client in CLIENTS:
+        def read(client: str = client) -> tuple:
+            dataset = FrameDataset(urls, image_format="uint8", storage_options={"client": client})
+            items = np.random.default_rng(11).choice(len(dataset), batch, replace=False).tolist()
+            samples = dataset.__getitems__(items)
+            first = samples[0] if isinstance(samples, list) else samples
+            return len(dataset), repr(type(first))
+        facts[client], seconds[client] = _best(read)
+    for client in CLIENTS:
+        rows.append(_rows.row("remote", f"wire: kdb batch of {batch} random frames from {len(urls)} shards, "
+                              f"{client} client (open included)", seconds[client], reference=seconds["fsspec"],
+                              reference_name="the fsspec client", note=f"{facts[client][0]} frames in all"))
+    return rows
+
+
+def run_wire(args: argparse.Namespace, folder: Path) -> list[dict]:
+    """The at-the-wire cases, their files served by a range server in another process."""
+    key_bytes = int(args.key_gb * 2**30) // 8 * 8
+    key_file = folder / f"key-{key_bytes}.kas"
+    if not key_file.exists():
+        kastore.dump({"head": np.arange(10), "key": np.arange(key_bytes // 8, dtype="<u8")}, key_file)
+    files = write_files(folder, args.gb, args.dask_gb, args.episodes, False)
+    shards = write_shards(folder)
+    rows = []
+    with ServedFiles([key_file, files["bloscpack"], *shards]) as served:
+        rows += case_key_at_the_wire(served.url(key_file), args.concurrency)
+        rows += case_slice_at_the_wire(served.url(files["bloscpack"]), args.concurrency)
+        rows += case_kdb_batch([served.url(path) for path in shards])
+    print(f"\nat the wire (load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
+    print("| case | time | reference / this | this / limit |")
+    print("| --- | ---: | ---: | ---: |")
+    for row in rows:
+        speedup = f"{row['reference'] / row['ours']:.2f}x" if row["reference"] else ""
+        of_limit = f"{row['ratio_limit']:.2f}" if row["ratio_limit"] else ""
+        print(f"| {row['case']} ({row['note']}) | {row['ours'] * 1e3:.0f} ms | {speedup} | {of_limit} |", flush=True)
+    return rows
+
+
+SERVE_FILES = """
 import mmap, sys
-sys.path.insert(0, sys.argv[2])
+sys.path.insert(0, sys.argv[1])
 from remote_servers import RangeServer
 server = RangeServer()
-with open(sys.argv[1], "rb") as handle:
-    data = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
-url = server.put("dask.blp", data)
+for path in sys.argv[2:]:
+    with open(path, "rb") as handle:
+        server.put(path.rsplit("/", 1)[-1], mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ))
 server.start()
-print(url, flush=True)
+print(server.url, flush=True)
 sys.stdin.read()
 server.stop()
 """
 
 
+class ServedFiles:
+    """Files served by the tests' range server in another process (as a real server would be, so that
+    its work does not share this process's interpreter); ``url(path)`` is a file's URL."""
+
+    def __init__(self, paths: list[Path]) -> None:
+        self.process = subprocess.Popen([sys.executable, "-c", SERVE_FILES, str(HERE.parent / "tests" / "remote"),
+                                         *map(str, paths)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.base = self.process.stdout.readline().strip()
+
+    def url(self, path: Path) -> str:
+        return f"{self.base}/{path.name}"
+
+    def __enter__(self) -> ServedFiles:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.process.stdin.close()
+        self.process.wait(timeout=60)
+
+
 def case_dask(path: Path, threads: int) -> dict:
     """The dask run, its file served by a server in another process (as a real server would be)."""
-    import subprocess
-
-    server = subprocess.Popen([sys.executable, "-c", SERVE_ONE_FILE, str(path), str(HERE.parent / "tests" / "remote")],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        return _dask_runs(server.stdout.readline().strip(), path, threads)
-    finally:
-        server.stdin.close()
-        server.wait(timeout=60)
+    with ServedFiles([path]) as served:
+        return _dask_runs(served.url(path), path, threads)
 
 
 def _ones_block(block_info: dict) -> np.ndarray:
@@ -330,10 +514,14 @@ def main() -> None:
     parser.add_argument("--no-dask", action="store_true")
     parser.add_argument("--only-dask", action="store_true")
     parser.add_argument("--threads", type=int, default=1, help="threads per dask worker (both dask runs)")
+    parser.add_argument("--key-gb", type=float, default=1.0, help="GiB of the kastore key read at the wire")
+    parser.add_argument("--concurrency", type=int, default=8, help="concurrent GETs (ours and the limit's)")
+    parser.add_argument("--no-wire", action="store_true")
+    parser.add_argument("--only-wire", action="store_true")
     _rows.add_arguments(parser)
     args = parser.parse_args()
     if args.quick:
-        args.gb, args.dask_gb, args.episodes = 0.03, 0.1, 200
+        args.gb, args.dask_gb, args.episodes, args.key_gb = 0.03, 0.1, 200, 0.0625
     folder = args.dir or Path(tempfile.mkdtemp(prefix="arrayio-remote-bench-"))
     try:
         rows = run(args, folder)
@@ -349,6 +537,9 @@ def main() -> None:
 def run(args: argparse.Namespace, folder: Path) -> list[dict]:
     """Every case, printed as a table; their rows."""
     folder.mkdir(parents=True, exist_ok=True)
+    wire = [] if args.no_wire else run_wire(args, folder)
+    if args.only_wire:
+        return wire
     files = write_files(folder, args.gb, args.dask_gb, args.episodes, not args.no_dask)
     server = RangeServer()
     maps = []
@@ -404,7 +595,7 @@ def run(args: argparse.Namespace, folder: Path) -> list[dict]:
                               limit=row["memory"], limit_name="same chunks persisted in worker memory",
                               target="<= 1.5x in-memory"))
     server.stop()
-    return rows
+    return wire + rows
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ class Provider(NamedTuple):
 
 
 MODULES: dict[str, Provider] = {
+    "obstore": Provider("obstore", "remote"),
     "fsspec": Provider("fsspec", "remote"),
     "aiohttp": Provider("aiohttp", "remote"),
     "s3fs": Provider("s3fs", "remote"),

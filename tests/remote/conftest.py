@@ -31,6 +31,27 @@ class ObjectStore:
     put: Callable[[str, bytes], str]  # upload bytes under a name; returns the object's URL
 
 
+# Every remote test runs once per client (obstore, fsspec) unless its module narrows REMOTE_CLIENTS or it is
+# marked one_client (slow tests where the client adds nothing: CLI subprocesses, clusters).
+REMOTE_CLIENTS = ("obstore", "fsspec")
+
+
+def pytest_generate_tests(metafunc):
+    if "remote_client" in metafunc.fixturenames:
+        clients = getattr(metafunc.module, "REMOTE_CLIENTS", REMOTE_CLIENTS)
+        if metafunc.definition.get_closest_marker("one_client"):
+            clients = clients[:1]
+        metafunc.parametrize("remote_client", clients, indirect=True, scope="function")
+
+
+@pytest.fixture(autouse=True)
+def remote_client(request, monkeypatch):
+    """The client this test reads through, chosen for the process (and the CLI subprocesses it starts)."""
+    client = getattr(request, "param", "obstore")
+    monkeypatch.setenv("ARRAYIO_REMOTE_CLIENT", client)
+    return client
+
+
 @pytest.fixture(scope="session")
 def http_server():
     """The HTTP range server, started once and stopped at the end of the session."""

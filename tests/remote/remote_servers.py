@@ -5,6 +5,9 @@ installed, behind a counting relay."""
 
 from __future__ import annotations
 
+import base64
+import datetime
+import email.utils
 import hashlib
 import http.client
 import os
@@ -16,6 +19,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import unquote
 
 from moto.moto_server.werkzeug_app import (
     DomainDispatcherApplication,
@@ -51,6 +55,18 @@ class Counts:
             return sum(self.requests.values()), sum(self.bytes.values())
 
 
+class QuietHandler(BaseHTTPRequestHandler):
+    """HTTP/1.1 with keep-alive, TCP_NODELAY and no request log: the base of every test server's handler."""
+
+    protocol_version = "HTTP/1.1"
+    # Headers and body go out in two writes: without TCP_NODELAY, Nagle and delayed ACKs
+    # hold every small response for ~40 ms (real servers set it too).
+    disable_nagle_algorithm = True
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
 class LoopbackServer:
     """A threading HTTP server of one handler class on 127.0.0.1 and a free port, run on a daemon thread."""
 
@@ -84,17 +100,13 @@ class RangeServer(LoopbackServer):
         self.objects: dict[str, bytes] = {}
         self.etags: dict[str, str] = {}
         self.counts = Counts()
+        self.delay = 0.0       # seconds each GET waits before answering (so concurrent requests overlap)
+        self.in_flight = 0     # GETs being answered now
+        self.peak = 0          # the most GETs answered at once since the last reset_peak()
+        self._flight_lock = threading.Lock()
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            # Headers and body go out in two writes: without TCP_NODELAY, Nagle and delayed ACKs
-            # hold every small response for ~40 ms (real servers set it too).
-            disable_nagle_algorithm = True
-
-            def log_message(self, *args: object) -> None:
-                pass
-
+        class Handler(QuietHandler):
             def _object(self) -> bytes | None:
                 return server.objects.get(self.path.split("?")[0])
 
@@ -108,6 +120,17 @@ class RangeServer(LoopbackServer):
                     self._reply(200, b"", {"Content-Length": str(len(data)), "ETag": etag}, head=True, length=len(data))
 
             def do_GET(self) -> None:
+                with server._flight_lock:
+                    server.in_flight += 1
+                    server.peak = max(server.peak, server.in_flight)
+                try:
+                    time.sleep(server.delay)
+                    self._get()
+                finally:
+                    with server._flight_lock:
+                        server.in_flight -= 1
+
+            def _get(self) -> None:
                 data = self._object()
                 if data is None:
                     server.counts.add(self.path, 0)
@@ -146,6 +169,11 @@ class RangeServer(LoopbackServer):
                     self.wfile.write(body)
 
         self._serve(Handler)
+
+    def reset_peak(self) -> None:
+        """Start measuring the most GETs answered at once again."""
+        with self._flight_lock:
+            self.peak = self.in_flight
 
     def put(self, name: str, data: bytes) -> str:
         """Serve ``data`` (bytes, or an mmap for big objects) at /name; returns its URL."""
@@ -192,7 +220,8 @@ class CountingGcsServer(LoopbackServer):
 
     The emulator's own server handles one connection at a time; its request handler is served here by a
     threading server instead, so concurrent range reads do not queue. Every request counts; only media
-    downloads (``alt=media``) count body bytes, as a HEAD would carry none for the metadata requests."""
+    downloads (``alt=media`` in the JSON API, any GET of the XML API that obstore speaks) count body bytes,
+    as a HEAD would carry none for the metadata requests."""
 
     def __init__(self) -> None:
         from gcp_storage_emulator.server import RequestHandler
@@ -206,19 +235,61 @@ class CountingGcsServer(LoopbackServer):
             def __init__(self, *args: object) -> None:
                 super().__init__(storage, *args)
 
+            def parse_request(self) -> bool:
+                parsed = super().parse_request()
+                # obstore speaks the XML API (GET /bucket/object), percent-encoding even "-" and ".": real GCS
+                # decodes the path, the emulator matches it raw. JSON API paths keep "%2F" in object names.
+                self.xml_api = not self.path.startswith(("/storage/", "/upload/", "/download/", "/b/", "/batch"))
+                if self.xml_api:
+                    path, mark, query = self.path.partition("?")
+                    self.path = unquote(path) + mark + query
+                return parsed
+
+            def do_HEAD(self) -> None:
+                """The XML API's HEAD of an object (obstore asks it when a range GET fails: an empty object);
+                the emulator has none."""
+                if not self.xml_api:
+                    super().do_HEAD()
+                    return
+                bucket, _, name = self.path.split("?")[0].lstrip("/").partition("/")
+                try:
+                    meta = storage.get_file_obj(bucket, name)
+                except Exception:  # noqa: BLE001 - the emulator's NotFound
+                    self.send_response(404)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
+                self.send_response(200)
+                self.send_header("Content-Length", str(meta["size"]))
+                self.end_headers()
+
             def send_response(self, code: int, message: str | None = None) -> None:
                 self.media_bytes = 0
                 super().send_response(code, message)
 
             def send_header(self, keyword: str, value: str) -> None:
-                if keyword.lower() == "content-length" and "alt=media" in self.path:
+                if keyword.lower() == "content-length" and ("alt=media" in self.path or self.xml_api):
                     self.media_bytes = int(value)
                 super().send_header(keyword, value)
 
             def end_headers(self) -> None:
                 # Counted before the body goes out, so a client that has its answer sees it counted.
                 counts.add(self.path.split("?")[0], self.media_bytes if self.command == "GET" else 0)
+                if self.xml_api and self.command in ("GET", "HEAD"):
+                    self._last_modified()
                 super().end_headers()
+
+            def _last_modified(self) -> None:
+                """Real GCS sends Last-Modified and ETag (the MD5 in hex) with every XML API download, and
+                obstore requires them; the emulator does not: they are added here from the object's metadata."""
+                bucket, _, name = self.path.split("?")[0].lstrip("/").partition("/")
+                try:
+                    meta = storage.get_file_obj(bucket, name)
+                except Exception:  # noqa: BLE001 - no such object: the emulator's answer stands
+                    return
+                moment = datetime.datetime.fromisoformat(meta["updated"].replace("Z", "+00:00"))
+                super().send_header("Last-Modified", email.utils.format_datetime(moment, usegmt=True))
+                super().send_header("ETag", '"' + base64.b64decode(meta["md5Hash"]).hex() + '"')
 
         self._serve(Handler)
 
@@ -240,13 +311,7 @@ class CountingRelay(LoopbackServer):
         host, port = upstream.removeprefix("http://").split(":")
         hop_by_hop = self._HOP_BY_HOP
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = True
-
-            def log_message(self, *args: object) -> None:
-                pass
-
+        class Handler(QuietHandler):
             def _relay(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 connection = http.client.HTTPConnection(host, int(port), timeout=60)

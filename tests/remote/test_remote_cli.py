@@ -12,6 +12,10 @@ import arrayio
 from arrayio import kast
 from arrayio.cli import storage_options_of
 
+# The CLI's verbs and options are what these tests are about (subprocesses, slow); both clients' reads are
+# tested in test_remote_read.py and the others.
+REMOTE_CLIENTS = ("obstore",)
+
 
 def _s3_flags(s3_options) -> list[str]:
     return ["--storage-option", "key=testing", "--storage-option", "secret=testing",

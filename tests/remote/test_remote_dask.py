@@ -14,6 +14,8 @@ from arrayio import dask as arrayio_dask
 from arrayio.kdb.dask import kdb_bag
 
 pytestmark = pytest.mark.slow
+# The graphs and the cluster are what these tests are about; both clients' fetch paths are tested elsewhere.
+REMOTE_CLIENTS = ("obstore",)
 
 
 def _graph_bytes(array) -> int:

@@ -99,6 +99,7 @@ def test_http_globs_are_refused_because_http_cannot_be_listed(http_server, shard
     assert len(FrameDataset(url, image_format="uint8")) == 9
 
 
+@pytest.mark.one_client  # CLI subprocesses: slow, and the listing and reads are tested with both clients above
 def test_kdb_stats_and_merge_verbs_take_an_s3_glob(cli, s3_server, s3_put, s3_options, shard_bytes, monkeypatch,
                                                    tmp_path):
     for number in range(3):
@@ -123,3 +124,31 @@ def test_kdb_stats_and_merge_verbs_take_an_s3_glob(cli, s3_server, s3_put, s3_op
     assert by_environment.returncode == 0 and json.loads(by_environment.stdout)["episodes"] == 6
     missing = cli("kdb", "stats", f"s3://{BUCKET}/cli-shards/none-*.kdb", *options)
     assert missing.returncode == 1 and b"none-*.kdb" in missing.stderr and b"Traceback" not in missing.stderr
+
+
+def test_a_batch_asks_each_shard_for_its_episodes_at_once(http_server, tmp_path):
+    # 4 shards of 40 episodes of 24 frames with bigger images (so one episode's image section outgrows a read-ahead).
+    rng = np.random.default_rng(22)
+    urls = []
+    for number in range(4):
+        path = tmp_path / f"batch-{number}.kdb"
+        with kdb.Writer(path, created_timestamp=0) as writer:
+            for _episode in range(40):
+                writer.add_episode(rng.standard_normal((24, 3)).astype(np.float32),
+                                   rng.standard_normal((24, 2)).astype(np.float32),
+                                   images={"front": rng.integers(0, 255, (24, 32, 32, 3), np.uint8)})
+        urls.append(http_server.put(f"batch/{path.name}", path.read_bytes()))
+    dataset = FrameDataset(urls, image_format="uint8")
+    items = np.random.default_rng(5).choice(len(dataset), 64, replace=False)
+    http_server.counts.reset()
+    batch = dataset.__getitems__(items.tolist())
+    requests, _sent = http_server.counts.total()
+    touched = len(np.unique(dataset.shards.locate(items)))
+    # Per shard its index blocks (5 of 8 entries) and per touched episode one request for its state/action
+    # section and one for its image section; on main the frame walks of every episode added more.
+    assert requests <= 4 * 5 + 2 * touched, (requests, touched)
+    local = FrameDataset([tmp_path / f"batch-{number}.kdb" for number in range(4)], image_format="uint8")
+    expected = local.__getitems__(items.tolist())
+    assert len(batch) == len(expected) == 64
+    for got, want in zip(batch, expected):
+        assert np.array_equal(got["image.front"], want["image.front"]) and np.array_equal(got["state"], want["state"])

@@ -42,7 +42,8 @@ def shard_files(tmp_path_factory):
 
 @pytest.fixture
 def remote_shards(shard_files, s3_put, s3_options, request):
-    prefix = f"train-{request.node.name}"
+    # The test's name and its parameters ("[obstore]"), without the brackets a glob would read as a set.
+    prefix = "train-" + request.node.name.replace("[", "-").replace("]", "")
     for path in shard_files:
         s3_put(f"{prefix}/{path.name}", path.read_bytes())
     return f"s3://{BUCKET}/{prefix}/*.kdb"

@@ -7,7 +7,7 @@ from __future__ import annotations
 import fsspec
 import numpy as np
 import pytest
-from remote_samples import OBJECT_STORES, SAMPLES, assert_same, snapshot
+from remote_samples import BUCKET, OBJECT_STORES, SAMPLES, assert_same, snapshot
 
 import arrayio
 from arrayio import bloscpack, kast, kastore, kdb, pycauset
@@ -64,9 +64,11 @@ def test_remote_read_equals_local(served, kind, backend):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("kind", SAMPLES)
-def test_open_takes_at_most_two_requests_and_stats_agree(served, kind, backend):
+def test_open_takes_at_most_two_requests_and_stats_agree(served, kind, backend, remote_client):
     url, options, counts, _path = served(kind, backend)
     with arrayio.open(url, storage_options=options) as reader:
+        # the backend's storage_options map to obstore's configuration: no silent fallback to fsspec
+        assert reader.source.remote.client == remote_client
         requests, sent = counts.total()
         assert 1 <= requests <= 2 + (backend in INFO_FIRST)
         assert reader.source.stats.requests == requests
@@ -222,3 +224,41 @@ def test_bloscpack_slots_kept_for_appending_are_not_fetched_at_open(http_server,
         requests, sent = http_server.counts.total()
         assert requests <= 3 and sent <= 1.01 * 4096 + (64 << 10)
         assert reader.offsets_count == 11_000 and len(reader.offsets) == 11_000  # read when asked for
+
+
+def test_obstore_by_name_says_why_it_cannot_read_a_target(http_server, s3_options):
+    url = http_server.put("named-client.kas", kastore.dumps({"a": np.arange(3)}))
+    with pytest.raises(arrayio.UnsupportedError, match="storage option headers"):
+        arrayio.open(url, storage_options={"client": "obstore", "headers": {"X-Token": "t"}})
+    with pytest.raises(arrayio.UnsupportedError, match="chained"):
+        arrayio.open(f"simplecache::{url}", storage_options={"client": "obstore"})
+    with pytest.raises(arrayio.UnsupportedError, match="config_kwargs_typo"):
+        arrayio.open(f"s3://{BUCKET}/x.kas", storage_options={**s3_options, "client": "obstore",
+                                                               "config_kwargs_typo": 1})
+    # Without the name, the same targets are read through fsspec.
+    with arrayio.open(url, storage_options={"headers": {"X-Token": "t"}}) as store:
+        assert store.source.remote.client == "fsspec" and list(store) == ["a"]
+
+
+def _read_in_child(remote, url, results) -> None:
+    results.put((bytes(remote.read(200_000, 6)), remote.client, bytes(arrayio.RemoteFile(url).read(3, 6))))
+
+
+@pytest.mark.one_client  # about the obstore client, the default
+def test_a_forked_child_reads_on(http_server):
+    # obstore's runtime does not survive a fork (a DataLoader worker): a child reads through fsspec instead
+    # of waiting forever, inherited RemoteFiles included.
+    import multiprocessing
+
+    url = http_server.put("forked.bin", b"abc" * 100_000)
+    remote = arrayio.RemoteFile(url)
+    assert bytes(remote.read(0, 6)) == b"abcabc" and remote.client == "obstore"
+    context = multiprocessing.get_context("fork")
+    results = context.Queue()
+    child = context.Process(target=_read_in_child, args=(remote, url, results))
+    child.start()
+    child.join(timeout=30)
+    if child.is_alive():
+        child.kill()
+    assert child.exitcode == 0
+    assert results.get(timeout=5) == (b"cabcab", "fsspec", b"abcabc")

@@ -135,6 +135,7 @@ def test_convert_from_and_to_urls(served, backend, tmp_path, s3_options):
             assert all(np.array_equal(converted[key], original[key]) for key in original)
 
 
+@pytest.mark.one_client  # a cluster: slow, and both clients' reads are tested above
 def test_dask_from_zarr_on_a_local_cluster(served, dask_client):
     import dask.array as da
 

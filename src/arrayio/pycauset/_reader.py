@@ -157,12 +157,13 @@ def read_slots(source: Source) -> tuple[SlotState, SlotState]:
     return read_slot(source, "A"), read_slot(source, "B")
 
 
-def require_active(slots: tuple[SlotState, SlotState]) -> SlotState:
-    """The active slot, or a FormatError that gives both slots' reasons."""
+def require_active(slots: tuple[SlotState, SlotState], name: str | None = None) -> SlotState:
+    """The active slot, or a FormatError that gives both slots' reasons (and the file's ``name``, when known)."""
     active = choose_active(slots)
     if active is None:
         reasons = "; ".join(str(problem) for slot in slots for problem in slot.problems)
-        raise ERRORS.format_error(f"pycauset: no valid header slot at bytes 16..271: {reasons}",
+        where = f" of {name}" if name else ""
+        raise ERRORS.format_error(f"pycauset: no valid header slot at bytes 16..271{where}: {reasons}",
                                   format="pycauset", field="header slots", offset=SLOT_OFFSETS["A"],
                                   expected="a valid slot A or B")
     return active
@@ -233,7 +234,7 @@ class Container(ReaderBase):
         try:
             self.preamble = check_preamble(source)
             self.slots = read_slots(source)
-            active = require_active(self.slots)
+            active = require_active(self.slots, source.name)
             self.active_slot = active.name
             self.generation = active.generation
             self.payload_offset = int(active.fields.payload_offset)
@@ -508,7 +509,7 @@ def read_typed_metadata(path: Any) -> dict[str, Any]:
     """The decoded metadata map of the active slot (slot A on equal generations)."""
     with Source.open(path, ERRORS) as source:
         check_preamble(source)
-        return read_block(source, require_active(read_slots(source)))
+        return read_block(source, require_active(read_slots(source), source.name))
 
 
 

@@ -1,0 +1,458 @@
+"""One remote object read in byte ranges (``RemoteFile``) and the shared ``Source`` over it.
+
+``RemoteFile`` checks every response against the size and ETag learned from
+the first one; small reads fetch a read-ahead block, adjacent prefetched
+ranges go out as one request, and what was fetched sits in a bounded cache.
+``RemoteSource`` is the shared ``Source`` over it, so format readers never
+learn where their bytes come from.
+"""
+
+from __future__ import annotations
+
+import bisect
+import io
+import itertools
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+import numpy as np
+
+from .._binary import Source
+from .._optional import require
+from ..errors import ErrorKinds, ObjectChangedError, UnsupportedError
+from ._cache import _BlockCache
+from ._http import _HTTPTransport
+from ._obstore import forked, obstore_transport
+from ._settings import split_options
+from ._transports import _fsspec_file, _FsspecTransport, _GCSTransport, _open_file, _S3Transport
+
+DEFAULT_READAHEAD = 64 << 10
+DEFAULT_CACHE_BYTES = 32 << 20
+# Ranges of one batch (fetch_ranges, prefetch) at most this far apart go out as one request.
+COALESCE_GAP = 64 << 10
+# Announced spans remembered for windowed fetching (the latest ones).
+_PLANNED_SPANS = 16
+
+
+@dataclass
+class SourceStats:
+    """What reading a remote object has cost so far: requests sent and body bytes received."""
+
+    requests: int = 0
+    bytes_fetched: int = 0
+
+    def reset(self) -> None:
+        """Start counting again from zero."""
+        self.requests = 0
+        self.bytes_fetched = 0
+
+
+class RemoteFile:
+    """One remote object read in byte ranges, with a bounded cache and request counts.
+
+    ``target`` is a URL (with ``storage_options`` for its backend) or an
+    open fsspec file. ``s3://``, ``gs://``, ``az://`` and ``http(s)://`` URLs
+    go through obstore when it is installed and the options map to it, every
+    other target through fsspec (``storage_options={"client": ...}`` chooses;
+    ``self.client`` says which). Nothing is sent until the first read; that
+    request fetches ``readahead`` bytes from the start and learns the
+    object's size and ETag, and every later response must agree with them.
+    Reads above ``part_bytes`` go out as ranged GETs of that size,
+    ``concurrency`` at a time (both ``storage_options`` keys).
+    """
+
+    def __init__(self, target: Any, storage_options: dict | None = None, *,
+                 cache_bytes: int = DEFAULT_CACHE_BYTES, readahead: int = DEFAULT_READAHEAD,
+                 size: int | None = None, etag: str | None = None) -> None:
+        self.storage_options = dict(storage_options or {})
+        self.settings, self._backend_options = split_options(self.storage_options)
+        self._fs: Any = None
+        self._path = ""
+        transport: Any = None
+        if _open_file(target) or _fsspec_file(target):
+            if self.settings.client == "obstore":
+                raise UnsupportedError("an open fsspec file is read through its own filesystem, not obstore")
+            self._fs, self._path = target.fs, target.path
+            if _open_file(target):
+                self.url = target.full_name if hasattr(target, "full_name") else target.path
+            else:
+                fs = target.fs
+                self.url = fs.unstrip_protocol(target.path) if hasattr(fs, "unstrip_protocol") else str(target.path)
+                details = getattr(target, "details", None) or {}
+                size = size if size is not None else getattr(target, "size", None)
+                etag = etag or details.get("ETag") or details.get("etag")
+        elif isinstance(target, str):  # a URL: resolve() decided that
+            self.url = target
+            transport = obstore_transport(target, self._backend_options, self.settings)
+        else:
+            raise TypeError(f"expected a URL or an fsspec file, got {type(target).__name__}")
+        self.client = "obstore" if transport is not None else "fsspec"
+        self.readahead = int(readahead)
+        self.stats = SourceStats()
+        self._transport = transport if transport is not None else self._fsspec_transport()
+        self._cache = _BlockCache(int(cache_bytes))
+        self._planned: list[tuple[int, int]] = []  # prefetched spans larger than the cache's window
+        self._lock = threading.Lock()
+        self._size = None if size is None else int(size)
+        self._etag = etag
+
+    def _fsspec_transport(self) -> Any:
+        fs, path = self.fs, self.path
+        protocols = {fs.protocol} if isinstance(fs.protocol, str) else set(fs.protocol)
+        if protocols & {"http", "https"}:
+            return _HTTPTransport(fs, path, self.settings)
+        if protocols & {"s3", "s3a"} and hasattr(fs, "_call_s3"):
+            return _S3Transport(fs, path, self.url)
+        if protocols & {"gs", "gcs"} and hasattr(fs, "_call") and hasattr(fs, "url"):
+            return _GCSTransport(fs, path, self.url)
+        return _FsspecTransport(fs, path, self.url)
+
+    def _filesystem(self) -> None:
+        fsspec = require("fsspec", "reading URLs")
+        options = dict(self._backend_options)
+        if self.url.partition("://")[0].lower() in ("s3", "s3a"):  # botocore's own timeouts, when not given
+            config = dict(options.get("config_kwargs") or {})
+            config.setdefault("connect_timeout", self.settings.connect_timeout)
+            config.setdefault("read_timeout", self.settings.read_timeout)
+            options["config_kwargs"] = config
+        self._fs, self._path = fsspec.core.url_to_fs(self.url, **options)
+
+    @property
+    def fs(self) -> Any:
+        """The object's fsspec filesystem (made on first use: the obstore transport needs none)."""
+        if self._fs is None:
+            self._filesystem()
+        return self._fs
+
+    @property
+    def path(self) -> str:
+        """The object's path in its fsspec filesystem."""
+        if self._fs is None:
+            self._filesystem()
+        return self._path
+
+    def __repr__(self) -> str:
+        return f"RemoteFile({self.url!r})"
+
+    @property
+    def name(self) -> str:
+        """The URL, for messages."""
+        return self.url
+
+    @property
+    def size(self) -> int:
+        """The object's size in bytes (the first read learns it)."""
+        if self._size is None:
+            if self._transport.size_from_first_response:
+                data = self._request(0, max(self.readahead, 1))
+                with self._lock:
+                    self._cache.add(0, data)
+            else:
+                with self._lock:
+                    self.stats.requests += 1
+                response = self._transport.stat()
+                self._size, self._etag = response.size, response.etag
+        return self._size  # type: ignore[return-value]
+
+    @property
+    def etag(self) -> str | None:
+        """The ETag the backend reported when the object was opened (None when it reports none)."""
+        self.size  # noqa: B018 - opening learns it
+        return self._etag
+
+    @property
+    def cache_bytes(self) -> int:
+        """The cache's bound in bytes."""
+        return self._cache.capacity
+
+    def _request(self, start: int, stop: int, head: bytes = b"") -> bytes | bytearray:
+        """``head`` followed by ``[start, stop)``: one request, or parts of ``part_bytes`` fetched concurrently
+        into one buffer (which ``head``, bytes already at hand, starts)."""
+        part = self.settings.part_bytes
+        if stop - start <= part or self._size is None:
+            data = self._request_one(start, stop)
+            data = bytes(data) if isinstance(data, memoryview) else data  # a view only when given a buffer
+            return head + data if head else data
+        stop = min(stop, self._size)
+        buffer = bytearray(len(head) + max(0, stop - start))
+        buffer[:len(head)] = head
+        # A transport that reads into a buffer writes each part in place; otherwise numpy copies it there
+        # (outside the GIL, so the parts land in parallel too).
+        view = memoryview(buffer)[len(head):]
+        target = np.frombuffer(buffer, np.uint8)[len(head):]
+
+        def fetch(piece: int) -> None:
+            end = min(stop, piece + part)
+            slot = view[piece - start:end - start]
+            data = self._request_one(piece, end, into=slot)
+            if data is not slot:
+                target[piece - start:end - start] = np.frombuffer(data, np.uint8)
+
+        _concurrently(fetch, range(start, stop, part), self.settings.concurrency)
+        return buffer
+
+    def _request_one(self, start: int, stop: int, into: memoryview | None = None) -> bytes | bytearray | memoryview:
+        """One request for ``[start, stop)``, checked against what the object was at open (written into
+        ``into``, and returned as it, where the transport can)."""
+        with self._lock:
+            self.stats.requests += 1
+            if self.client == "obstore" and forked():
+                # Inherited across a fork: obstore would hang here, fsspec reads on. The two report versions
+                # differently (GCS: ETag against generation), so only the size is checked from now on.
+                self._transport, self.client, self._etag = self._fsspec_transport(), "fsspec", None
+        if into is not None and getattr(self._transport, "reads_into", False):
+            response = self._transport.get(start, stop, into)
+        else:
+            response = self._transport.get(start, stop)
+        with self._lock:
+            self.stats.bytes_fetched += len(response.data)
+            if self._size is None:
+                self._size = response.size if response.size is not None else len(response.data)
+                self._etag = response.etag
+        changed = []
+        if response.size is not None and response.size != self._size:
+            changed.append(f"size {self._size} -> {response.size}")
+        if self._etag and response.etag and response.etag != self._etag:
+            changed.append(f"ETag {self._etag} -> {response.etag}")
+        if changed:
+            raise ObjectChangedError(f"{self.url}: the object changed after it was opened "
+                                     f"({', '.join(changed)}); reopen it to read the new version")
+        wanted = max(0, min(stop, self._size) - start)
+        if len(response.data) < wanted:
+            raise ObjectChangedError(f"{self.url}: asked for bytes {start}..{start + wanted}, received "
+                                     f"{len(response.data)} (the object is shorter than when it was opened)")
+        return response.data[:wanted] if len(response.data) > wanted else response.data
+
+    def read(self, offset: int, length: int) -> memoryview:
+        """``length`` bytes at ``offset`` (the caller checked the range against ``size``), read-only.
+
+        A cached prefix is reused and only the rest fetched; a read shorter
+        than the read-ahead fetches a read-ahead block, so the small reads
+        of a header or an index that follow are answered from the cache.
+        """
+        if length <= 0:
+            return memoryview(b"")
+        size = self.size
+        with self._lock:
+            cached, count = self._cache.lookup(offset, length)
+            if count == length:
+                return cached.toreadonly()
+            prefix = bytes(cached)
+        start = offset + count
+        stop = offset + length
+        if length < self.readahead:
+            stop = min(size, max(stop, offset + self.readahead))
+        # Inside a span announced by prefetch that the cache could not take at once: fetch its next window.
+        stop = max(stop, min(self._planned_end(start), start + self._window, size))
+        data = self._request(start, stop, head=prefix)
+        with self._lock:
+            self._cache.add(offset, data)
+        return memoryview(data)[:length].toreadonly()
+
+    def read_many(self, ranges: Sequence[tuple[int, int]], gap: int = COALESCE_GAP) -> list[memoryview]:
+        """The bytes of many ``(offset, length)`` ranges, read-only, in the order given: ranges at most ``gap``
+        apart fetched as one request, the requests sent concurrently (``concurrency`` at a time), nothing cached."""
+        spans = _coalesce(ranges, gap)
+        size = self.size
+        fetched: dict[int, bytes | bytearray] = {}
+
+        def fetch(span: tuple[int, int]) -> None:
+            start, stop = span
+            with self._lock:
+                cached, count = self._cache.lookup(start, stop - start)
+            fetched[start] = bytes(cached) if count == stop - start else self._request(start, min(stop, size))
+
+        _concurrently(fetch, spans, self.settings.concurrency)
+        starts = [start for start, _stop in spans]
+        views = []
+        for offset, length in ranges:
+            if length <= 0:
+                views.append(memoryview(b""))
+                continue
+            start = starts[bisect.bisect_right(starts, offset) - 1]
+            views.append(memoryview(fetched[start])[offset - start:offset - start + length].toreadonly())
+        return views
+
+    def prefetch(self, ranges: Iterable[tuple[int, int]], gap: int = 0) -> None:
+        """Fetch ``(offset, length)`` ranges into the cache: ranges at most ``gap`` apart joined into one
+        request, the requests sent concurrently, at most half the cache in all (more would evict itself before
+        it is read); a span past that is remembered, and each read that reaches it fetches its next window."""
+        size = self.size
+        step = self._window
+        budget = step
+        pieces = []
+        for start, stop in _coalesce(list(ranges), gap):
+            stop = min(stop, size)
+            if stop - start > budget:  # the rest is fetched a window at a time as the reads reach it
+                with self._lock:
+                    self._planned.append((start + max(0, budget), stop))
+                    del self._planned[:-_PLANNED_SPANS]
+            stop = min(stop, start + budget)
+            budget -= max(0, stop - start)
+            if stop <= start:
+                continue
+            for piece in range(start, stop, step):
+                end = min(stop, piece + step)
+                with self._lock:
+                    if not self._cache.covers(piece, end - piece):
+                        pieces.append((piece, end))
+
+        def fetch(piece: tuple[int, int]) -> None:
+            data = self._request(*piece)
+            with self._lock:
+                self._cache.add(piece[0], data)
+
+        _concurrently(fetch, pieces, self.settings.concurrency)
+
+    def iter_ranges(self, ranges: Iterable[tuple[int, int]], *, part: int = 8 << 20,
+                    threads: int = 8) -> Iterator[tuple[int, bytes | bytearray]]:
+        """(offset, bytes) of the ``(offset, length)`` ranges in parts of at most ``part`` bytes, in order,
+        fetched ``threads`` parts at a time (at most that many parts in memory); nothing goes through the
+        cache, so a whole object can stream through without a second copy or a temporary file."""
+        size = self.size
+        pieces = iter([(start, min(start + part, offset + length, size))
+                       for offset, length in ranges if length > 0
+                       for start in range(offset, min(offset + length, size), part)])
+        with ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
+            pending = deque((start, pool.submit(self._request, start, stop))
+                            for start, stop in itertools.islice(pieces, max(1, threads)))
+            while pending:
+                start, future = pending.popleft()
+                following = next(pieces, None)
+                if following is not None:
+                    pending.append((following[0], pool.submit(self._request, *following)))
+                yield start, future.result()
+
+    @property
+    def _window(self) -> int:
+        """The most a prefetch (or one window of a planned span) puts in the cache at once: half of it."""
+        return max(1, self._cache.capacity // 2)
+
+    def _planned_end(self, offset: int) -> int:
+        """The end of the span announced by prefetch that holds ``offset`` (0 when none does)."""
+        with self._lock:
+            for start, stop in reversed(self._planned):
+                if start <= offset < stop:
+                    return stop
+        return 0
+
+    def open(self) -> BinaryIO:
+        """A seekable binary file object reading through this object's cache (for stream-based readers)."""
+        return io.BufferedReader(_RemoteReader(self), buffer_size=self.readahead)
+
+    def release(self) -> None:
+        """Drop the cached bytes (the object stays readable; later reads fetch again)."""
+        with self._lock:
+            self._cache.clear()
+            self._planned.clear()
+
+
+def _coalesce(ranges: Iterable[tuple[int, int]], gap: int) -> list[tuple[int, int]]:
+    """Sorted ``(start, stop)`` spans covering the ``(offset, length)`` ranges, those ``gap`` apart joined."""
+    merged: list[list[int]] = []
+    for start, stop in sorted((offset, offset + length) for offset, length in ranges if length > 0):
+        if merged and start <= merged[-1][1] + gap:
+            merged[-1][1] = max(merged[-1][1], stop)
+        else:
+            merged.append([start, stop])
+    return [(start, stop) for start, stop in merged]
+
+
+def _concurrently(call: Callable[[Any], None], items: Iterable[Any], concurrency: int) -> None:
+    """``call(item)`` for every item, ``concurrency`` at a time; the first error is raised."""
+    items = list(items)
+    if len(items) <= 1 or concurrency <= 1:
+        for item in items:
+            call(item)
+        return
+    with ThreadPoolExecutor(min(concurrency, len(items)), thread_name_prefix="arrayio-fetch") as pool:
+        for future in [pool.submit(call, item) for item in items]:
+            future.result()
+
+
+class _RemoteReader(io.RawIOBase):
+    """A RemoteFile as a raw, seekable, read-only stream."""
+
+    def __init__(self, remote: RemoteFile) -> None:
+        self.remote = remote
+        self.name = remote.name
+        self.position = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.position
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.position, io.SEEK_END: self.remote.size}[whence]
+        self.position = max(0, base + offset)
+        return self.position
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        count = max(0, min(len(view), self.remote.size - self.position))
+        view[:count] = self.remote.read(self.position, count)
+        self.position += count
+        return count
+
+
+class RemoteSource(Source):
+    """The shared ``Source`` over a RemoteFile: bounds-checked views fetched in ranges."""
+
+    def __init__(self, remote: RemoteFile, errors: ErrorKinds, *, owns: bool = False) -> None:
+        super().__init__(None, errors, name=remote.name, size=remote.size)
+        self.remote = remote
+        self._owns = owns
+
+    @property
+    def stats(self) -> SourceStats:
+        """Requests sent and bytes received for this object."""
+        return self.remote.stats
+
+    def check(self, offset: int, length: int, what: str) -> None:
+        """Like Source.check; a range past the end names the URL."""
+        if 0 <= offset and 0 <= length and offset + length > self.size:
+            raise self.errors.truncated_at(f"{what} of {self.name}", offset, length, self.size)
+        super().check(offset, length, what)
+
+    def view(self, offset: int, length: int, what: str) -> memoryview:
+        """``length`` bytes at ``offset``, fetched (or from the cache), bounds-checked."""
+        self.check(offset, length, what)
+        if self.closed:
+            raise ValueError("I/O operation on a closed source")
+        return self.remote.read(offset, length)
+
+    def prefetch(self, ranges: Iterable[tuple[int, int]], gap: int = 0) -> None:
+        """Fetch the ``(offset, length)`` ranges about to be read, those at most ``gap`` apart in one request."""
+        if not self.closed:
+            self.remote.prefetch(ranges, gap)
+
+    def close(self) -> None:
+        """Mark closed; a RemoteFile this source opened itself drops its cache."""
+        if not self.closed and self._owns:
+            self.remote.release()
+        super().close()
+
+
+def fetch_ranges(source: Source, ranges: Sequence[tuple[int, int]], what: str = "range") -> list[memoryview]:
+    """The bytes of many ``(offset, length)`` ranges of any Source, bounds-checked, in the order given.
+
+    A remote source joins neighbouring ranges and sends the requests
+    concurrently (``RemoteFile.read_many``); a local one returns views of its
+    map. What a dask task or a batch of chunks or frames calls for its bytes.
+    """
+    for offset, length in ranges:
+        source.check(offset, length, what)
+    if isinstance(source, RemoteSource):
+        if source.closed:
+            raise ValueError("I/O operation on a closed source")
+        return source.remote.read_many(ranges)
+    return [source.view(offset, length, what) for offset, length in ranges]

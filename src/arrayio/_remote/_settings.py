@@ -1,0 +1,57 @@
+"""arrayio's own keys in ``storage_options``: which client reads, timeouts, redirects, parallel reads.
+
+They are taken out before the rest goes to the backend (fsspec's filesystem
+or obstore's store), so one ``storage_options`` dict serves both clients.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields
+from typing import Any
+
+CLIENTS = ("obstore", "fsspec")
+# The process-wide choice of client, where storage_options name none (a deployment, a test run).
+CLIENT_VARIABLE = "ARRAYIO_REMOTE_CLIENT"
+
+
+@dataclass(frozen=True)
+class TransportSettings:
+    """How a remote object is fetched; each field is a ``storage_options`` key of the same name."""
+
+    client: str | None = None            # "obstore" or "fsspec"; None: preferred_client()
+    connect_timeout: float = 10.0        # seconds to open a connection
+    read_timeout: float = 30.0           # seconds without a byte arriving before a request is given up
+    timeout: float | None = None         # seconds for a whole request (None: no limit beyond the two above)
+    cross_origin_redirects: bool = False  # follow a redirect to another scheme, host or port
+    part_bytes: int = 8 << 20            # reads above this many bytes go out as ranged GETs of this size ...
+    concurrency: int = 8                 # ... this many at a time, assembled into one buffer
+
+    def __post_init__(self) -> None:
+        if self.client is not None and self.client not in CLIENTS:
+            raise ValueError(f"storage_options client={self.client!r}: expected one of {', '.join(CLIENTS)}")
+        for name in ("connect_timeout", "read_timeout", "timeout"):
+            value = getattr(self, name)
+            if value is not None and not float(value) > 0:
+                raise ValueError(f"storage_options {name}={value!r}: expected a number of seconds above 0")
+        if int(self.part_bytes) < 1 or int(self.concurrency) < 1:
+            raise ValueError(f"storage_options part_bytes={self.part_bytes!r}, concurrency={self.concurrency!r}: "
+                             f"expected positive integers")
+
+
+def preferred_client(settings: TransportSettings) -> str:
+    """The client asked for: by ``storage_options``, else by $ARRAYIO_REMOTE_CLIENT, else obstore (where it can)."""
+    choice = settings.client or os.environ.get(CLIENT_VARIABLE) or "obstore"
+    if choice not in CLIENTS:
+        raise ValueError(f"${CLIENT_VARIABLE}={choice!r}: expected one of {', '.join(CLIENTS)}")
+    return choice
+
+
+_KEYS = frozenset(field.name for field in fields(TransportSettings))
+
+
+def split_options(storage_options: dict | None) -> tuple[TransportSettings, dict[str, Any]]:
+    """(arrayio's transport settings, the options left for the backend) of a ``storage_options`` dict."""
+    options = dict(storage_options or {})
+    ours = {key: options.pop(key) for key in list(options) if key in _KEYS}
+    return TransportSettings(**ours), options
