@@ -14,7 +14,8 @@ import arrayio
 from arrayio.convert import convert
 from arrayio.errors import FormatError, UnsupportedError
 from arrayio.kerchunk import references
-from arrayio.zarr import VirtualArray, open_store
+from arrayio._tree import Array
+from arrayio.zarr import open_store
 
 FORMAT = "views"
 ALLOWED = (FormatError, UnsupportedError)
@@ -24,10 +25,12 @@ def _read_chunks(path: str) -> None:
     store = open_store(path)
     try:
         for _name, node in store.root.walk():
-            if isinstance(node, VirtualArray) and all(node.grid):
+            if isinstance(node, Array) and all(node.grid):
                 last = tuple(size - 1 for size in node.grid)
                 for coords in {(0,) * len(node.grid), last}:
                     node.read(coords)
+                    # what zarr is served: the file's bytes of a referencable chunk, or the encoded read
+                    store.chunk_bytes("/".join([_name, "c", *map(str, coords)]) if _name else "c")
     finally:
         store.close()
 

@@ -80,7 +80,6 @@ def test_require_imports_or_names_the_extra():
 # Each feature of an extra, with the module blocked: the CLI's one line names that extra (and no loop to [all]).
 BLOCKED_CASES = [
     ("zarr", ["convert", "{kas}", "{tmp}/out.zarr"]),
-    ("zarr", ["refs", "{kas}"]),
     ("fsspec", ["info", "memory://bucket/x.kas"]),
     ("dask", ["validate", "{kas}", "--dask"]),
     ("matplotlib", ["map", "{kas}", "--png", "{tmp}/map.png"]),

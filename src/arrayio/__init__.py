@@ -11,7 +11,7 @@ from typing import Any
 
 from . import errors, limits
 from ._edge import remote_target
-from ._registry import FORMATS, Reader, available_formats, detect, module_of_file
+from ._registry import FORMATS, Reader, available_formats, detect, module_of_file, spec_of_file, view_of
 from ._sources import RemoteFile, SourceStats
 from .errors import (
     ArrayIOError,
@@ -76,7 +76,10 @@ def open(path: Any, storage_options: dict | None = None) -> Reader:  # noqa: A00
 def info(path: Any, storage_options: dict | None = None) -> dict:
     """Facts about a file of any supported format, as a JSON-friendly dict (keys: docs/cli.md)."""
     target = remote_target(path, storage_options)
-    return module_of_file(target).info(target)
+    if view_of(target) is not None:  # a community's layout (tskit's .trees) answers with what its users know
+        return module_of_file(target).info(target)
+    with spec_of_file(target).open(target) as reader:
+        return reader.info()
 
 
 def validate(path: Any, storage_options: dict | None = None) -> list[Problem]:

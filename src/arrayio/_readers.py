@@ -1,4 +1,4 @@
-"""What every format's reader shares: closing, and the module-level hooks that delegate to it.
+"""What every format's reader shares: closing, and validation of a file that may not open.
 
 Each format's reader class (``Store``, ``BloscpackFile``, ``KdbFile``,
 ``Container``) derives from :class:`ReaderBase` and so implements the
@@ -7,9 +7,8 @@ releases the file and drops every attribute, so any later access (a method,
 a property, a plain attribute) raises the format's ``ClosedError`` subclass.
 Arrays already handed out keep their pages until dropped.
 
-The registry hooks ``info(path)``, ``validate(path)`` and ``entries(path)`` of
-every format are :func:`info_of`, :func:`problems_of` and :func:`entries_of`
-over the format's ``open``.
+A format's ``validate(path)`` is :func:`problems_of` over its ``open``: a
+file that does not open is a problem, not an exception.
 """
 
 from __future__ import annotations
@@ -73,13 +72,13 @@ Opener = Callable[[Any], Any]
 
 
 def info_of(open_reader: Opener, target: Any) -> dict[str, Any]:
-    """``open_reader(target).info()``, closing the reader afterwards."""
+    """``open_reader(target).info()``, closing the reader afterwards (the module hooks of the views)."""
     with open_reader(target) as reader:
         return reader.info()
 
 
 def entries_of(open_reader: Opener, target: Any) -> list[dict[str, Any]]:
-    """``open_reader(target).entries()``, closing the reader afterwards."""
+    """``open_reader(target).entries()``, closing the reader afterwards (the module hooks of the views)."""
     with open_reader(target) as reader:
         return reader.entries()
 

@@ -1,33 +1,28 @@
-"""Format name -> module, and detection by magic bytes.
+"""The registry: format name -> FormatSpec, built from the format packages, and detection by magic bytes.
 
-Every format module named here offers the same small protocol, which the
-top-level functions and the generic CLI commands use:
-
-    open(path)               -> the format's reader (an arrayio.Reader)
-    info(path)               -> open(path).info(): dict of JSON-friendly facts about the file
-    validate(path)           -> open(path).validate(): list[Problem] (empty = valid); never raises for a bad file
-    entries(path)            -> open(path).entries(): list[dict] with at least "name" (for `arrayio ls`)
-    cat(path, name, numbers) -> iterator of text lines (for `arrayio cat`; byte text as text unless numbers)
-    demo(folder)             -> Path of a small sample file it wrote, read back and checked
-
-``load(path)`` / ``dump(mapping, path)`` are also offered by the formats whose
-model is a mapping of names to arrays (``model == "mapping"``), which is what
-``arrayio convert`` needs.
+Each package in ``_PACKAGES`` declares ``FORMAT = FormatSpec(...)`` at the bottom of its
+``__init__``; nothing about a format is written here but its registry line. What the
+CLI and the views need of a file they get from the spec (``open``, ``tree``, ``sections``,
+``demo``) and from the reader it opens (the :class:`Reader` protocol: ``info``,
+``validate``, ``entries``, ``cat``). A format's module keeps ``validate(path)``, which
+also judges files that do not open.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol, runtime_checkable
 
 from ._sources import RemoteFile, is_remote, is_url, resolve
-from .errors import FormatError, Problem, UnsupportedError
+from .errors import ErrorKinds, FormatError, Problem, UnsupportedError
 
-__all__ = ["Reader", "FormatSpec", "FORMATS", "ViewSpec", "VIEWS", "detect", "view_of", "module_for",
-           "available_formats", "format_for_extension"]
+__all__ = ["Reader", "FormatSpec", "FORMATS", "ViewSpec", "VIEWS", "detect", "view_of", "module_for", "spec_for",
+           "spec_of_file", "available_formats", "format_for_extension", "module_of_file"]
 
 
 @runtime_checkable
@@ -59,6 +54,11 @@ class Reader(Protocol):
         """What ``arrayio ls`` lists: one dict per key, chunk, episode or part, each with a ``name``."""
         ...
 
+    def cat(self, name: str, numbers: bool = False) -> Iterator[str]:
+        """What ``arrayio cat`` prints of entry ``name``, a line at a time (byte text as text unless
+        ``numbers``); KeyError when there is none."""
+        ...
+
     def close(self) -> None:
         """Release the file; later accesses raise ``ClosedError``."""
         ...
@@ -72,75 +72,126 @@ class Reader(Protocol):
 
 @dataclass(frozen=True)
 class FormatSpec:
-    """What the registry knows of a format before importing its module."""
+    """Everything the library knows of a format, declared once at the bottom of its package's ``__init__``.
+
+    ``open(target)`` returns its :class:`Reader`; ``demo(folder)`` writes,
+    reads back and checks a small sample file and returns its path;
+    ``tree(reader)`` describes the open file in the array model
+    (``arrayio._tree``); ``sections(source)`` lists its byte sections for
+    ``arrayio map``; ``errors`` is its :class:`~arrayio.errors.ErrorKinds`.
+    ``model`` names what it holds (mapping, array, episodes, matrix).
+    ``save(values, target, attributes)`` writes a new file from model values
+    (a mapping of key -> 1-D array, or one array, and that array's attributes)
+    for ``arrayio convert``; ``exports`` maps a format this one converts to
+    itself (its own layout of the data) to ``export(source, target, progress)``.
+    """
 
     name: str
-    module: str
     magic: bytes
     extensions: tuple[str, ...]
     model: str
     description: str
+    open: Callable[..., Any]
+    demo: Callable[[Path], Path]
+    tree: Callable[[Any], Any]
+    sections: Callable[[Any], Any]
+    errors: ErrorKinds
+    module: str
+    save: Callable[[Any, Any, dict], None] | None = None
+    exports: Mapping[str, Callable[[Any, Any, Callable[[int], None]], None]] = field(default_factory=dict)
 
 
-FORMATS: dict[str, FormatSpec] = {
-    spec.name: spec
-    for spec in (
-        FormatSpec("kastore", "arrayio.kastore", b"\x89KAS\r\n\x1a\n", (".kas", ".trees"), "mapping",
-                   "kastore 1.0: key -> 1-D array"),
-        FormatSpec("kast", "arrayio.kast", b"KAST", (".kast",), "mapping",
-                   "KAST draft layout: key -> 1-D array"),
-        FormatSpec("bloscpack", "arrayio.bloscpack", b"blpk", (".blp",), "array",
-                   "bloscpack 3: one Blosc-compressed array or byte stream"),
-        FormatSpec("kdb", "arrayio.kdb", b"KINO", (".kdb",), "episodes",
-                   "kdb (KINO) 0.1: robot-learning episodes"),
-        FormatSpec("pycauset", "arrayio.pycauset", b"PYCAUSET", (".pycauset",), "matrix",
-                   "pycauset container 1: one matrix + typed metadata"),
-    )
+# The registry: one line per format, naming the package whose ``FORMAT`` spec describes it.
+_PACKAGES = {
+    "kastore": "arrayio.kastore",
+    "kast": "arrayio.kast",
+    "bloscpack": "arrayio.bloscpack",
+    "kdb": "arrayio.kdb",
+    "pycauset": "arrayio.pycauset",
 }
+
+
+class _Specs(Mapping[str, FormatSpec]):
+    """Format name -> FormatSpec of every package that imports here, read from the packages on first use."""
+
+    def __init__(self) -> None:
+        self._specs: dict[str, FormatSpec] | None = None
+        self.missing: dict[str, str] = {}
+
+    def _loaded(self) -> dict[str, FormatSpec]:
+        if self._specs is None:
+            specs = {}
+            for name, package in _PACKAGES.items():
+                try:
+                    specs[name] = importlib.import_module(package).FORMAT
+                except ImportError as error:  # an optional dependency of that format is missing
+                    self.missing[name] = str(error)
+            self._specs = specs
+        return self._specs
+
+    def __getitem__(self, name: str) -> FormatSpec:
+        return self._loaded()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._loaded())
+
+    def __len__(self) -> int:
+        return len(self._loaded())
+
+
+FORMATS = _Specs()
 
 
 @dataclass(frozen=True)
 class ViewSpec:
     """A community's layout known by its extension: over one of the formats (tskit's ``.trees`` are kastore
-    files) or in a container of its own (tszip's zip). Its module offers the hooks of a format
-    (open, info, validate, entries, cat, FORMAT_NAME), so info, ls, cat and validate show what its users
-    know; ``map`` and the views of the format underneath see the bytes as before."""
+    files, ``over`` names it) or in a container of its own (tszip's zip, with its own ``magic``). Its module
+    offers the hooks of a format (open, info, validate, entries, cat, FORMAT_NAME), so info, ls, cat and
+    validate show what its users know; ``map`` and the views of the format underneath see the bytes as before."""
 
     name: str
     module: str
-    magic: bytes
+    magic: bytes | None
     extensions: tuple[str, ...]
     description: str
+    over: str | None = None
+
+    @property
+    def leading_bytes(self) -> bytes:
+        """The bytes a file of this view starts with: its own magic, or that of the format it views."""
+        return self.magic if self.magic is not None else FORMATS[str(self.over)].magic
 
 
 VIEWS: dict[str, ViewSpec] = {
     spec.name: spec
     for spec in (
-        ViewSpec("tskit", "arrayio.tskit", FORMATS["kastore"].magic, (".trees",),
-                 "tskit tree sequence (a kastore file)"),
+        ViewSpec("tskit", "arrayio.tskit", None, (".trees",), "tskit tree sequence (a kastore file)",
+                 over="kastore"),
         ViewSpec("tszip", "arrayio.tszip", b"PK\x03\x04", (".tsz",),
                  "tszip: a tree sequence's columns as Zarr v2 arrays in a zip"),
     )
 }
 
-_LONGEST_MAGIC = max(len(magic) for magic in [*(spec.magic for spec in FORMATS.values()),
-                                               *(spec.magic for spec in VIEWS.values())])
+
+def _longest_magic() -> int:
+    return max(len(magic) for magic in [*(spec.magic for spec in FORMATS.values()),
+                                        *(spec.leading_bytes for spec in VIEWS.values())])
 
 
 def _head(target: Any) -> bytes:
     if isinstance(target, RemoteFile):  # the first request's bytes, kept for the reader that follows
-        return bytes(target.read(0, min(_LONGEST_MAGIC, target.size)))
+        return bytes(target.read(0, min(_longest_magic(), target.size)))
     if is_url(target) or is_remote(target):
         return _head(resolve(target))
     if isinstance(target, (bytes, bytearray, memoryview)):
-        return bytes(target[:_LONGEST_MAGIC])
+        return bytes(target[:_longest_magic()])
     if isinstance(target, (str, os.PathLike)) or isinstance(target, bytes):
         with open(target, "rb") as handle:
-            return handle.read(_LONGEST_MAGIC)
+            return handle.read(_longest_magic())
     if hasattr(target, "read") and hasattr(target, "seek"):
         position = target.tell()
         try:
-            return target.read(_LONGEST_MAGIC)
+            return target.read(_longest_magic())
         finally:
             target.seek(position)
     raise TypeError(f"expected a path, bytes or a seekable binary file, got {type(target).__name__}")
@@ -155,28 +206,24 @@ def detect(target: Any) -> str | None:
     return None
 
 
-def module_for(name: str) -> ModuleType:
-    """Import and return the module of format ``name``."""
+def spec_for(name: str) -> FormatSpec:
+    """The spec of format ``name``; UnsupportedError when it is unknown or does not import here."""
     if name not in FORMATS:
+        if name in FORMATS.missing:
+            raise UnsupportedError(f"format {name!r} is not available in this installation: "
+                                   f"{FORMATS.missing[name]}")
         raise UnsupportedError(f"unknown format {name!r}; known: {', '.join(FORMATS)}")
-    try:
-        return importlib.import_module(FORMATS[name].module)
-    except ImportError as error:
-        raise UnsupportedError(f"format {name!r} is not available in this installation: {error}") from None
+    return FORMATS[name]
+
+
+def module_for(name: str) -> ModuleType:
+    """Import and return the package of format ``name``."""
+    return importlib.import_module(spec_for(name).module)
 
 
 def available_formats() -> list[str]:
     """Names of the formats whose modules import in this installation."""
-    names = []
-    for name in FORMATS:
-        try:
-            module = module_for(name)
-        except UnsupportedError:
-            continue
-        if not hasattr(module, "demo"):
-            continue
-        names.append(name)
-    return names
+    return list(FORMATS)
 
 
 def format_for_extension(path: Any) -> str:
@@ -198,7 +245,7 @@ def view_of(target: Any) -> str | None:
         return None
     suffix = os.path.splitext(shown.split("?")[0])[1].lower()
     for spec in VIEWS.values():
-        if suffix in spec.extensions and _head(target).startswith(spec.magic):
+        if suffix in spec.extensions and _head(target).startswith(spec.leading_bytes):
             return spec.name
     return None
 
@@ -208,6 +255,11 @@ def module_of_file(target: Any) -> ModuleType:
     view = view_of(target)
     if view is not None:
         return importlib.import_module(VIEWS[view].module)
+    return module_for(spec_of_file(target).name)
+
+
+def spec_of_file(target: Any) -> FormatSpec:
+    """The spec of the format detected in ``target``; a clear error when nothing matches."""
     name = detect(target)
     if name is None:
         shown = (target.name if isinstance(target, RemoteFile)
@@ -216,4 +268,4 @@ def module_of_file(target: Any) -> ModuleType:
         raise FormatError(f"{shown}: not a file of any known format (magic bytes {head[:8].hex(' ') or 'none'})",
                           field="magic", offset=0, expected=" or ".join(repr(spec.magic) for spec in FORMATS.values()),
                           found=head[:8])
-    return module_for(name)
+    return spec_for(name)

@@ -1,19 +1,27 @@
 """``arrayio convert``: between every pair of formats whose models meet, chunk by chunk.
 
-Sources and targets are the five arrayio formats, a Zarr v3 store (a ``.zarr``
-folder), ``.npz`` and ``.npy``. Arrays flow one chunk at a time (the source's
-own chunks: row blocks, Blosc chunks, frames), so memory stays bounded by the
-largest chunk; writers that need a whole array (kastore, kast, bloscpack,
-pycauset) get a memory map of a spool file beside the target, filled chunk
-by chunk. Output appears only when complete: a failure (a corrupt source
-raises its FormatError) leaves nothing behind.
+A source is read as a tree of arrays (an arrayio file through its format's
+tree, a Zarr v3 store, an ``.npz``, an ``.npy``); a target writes such a tree.
+Arrays flow one chunk at a time (the source's own chunks: row blocks, Blosc
+chunks, frames, npz member blocks), so memory stays bounded by the largest
+chunk; writers that need a whole array get the source's own map when it is
+raw bytes of the file, else a memory map of a spool file beside the target,
+filled chunk by chunk. Output appears only when complete: a failure (a
+corrupt source raises its FormatError) leaves nothing behind. zarr is
+imported only when a Zarr store is one side.
 
-| source | targets |
+What meets what is decided by models, never by format names:
+
+| source model | targets |
 | --- | --- |
-| kastore, kast, .npz | kastore, kast, .npz, zarr |
-| bloscpack, pycauset, .npy | bloscpack, pycauset, .npy, zarr |
-| kdb | .npz, zarr |
-| zarr | kastore, kast, .npz (1-D arrays); bloscpack, pycauset, .npy (one array) |
+| mapping (key -> 1-D array: kastore, kast, .npz) | mappings, trees |
+| array (one array: bloscpack, pycauset, .npy) | arrays, trees |
+| episodes (kdb) | trees, and the format's own exports (kdb -> .npz) |
+| tree (a Zarr store) | everything (mappings take 1-D arrays, arrays take one) |
+
+The arrayio formats come from the registry (``FormatSpec.model``, ``.save``,
+``.exports``); the others are the :data:`SIDES` table, which a new outside
+format extends with one :class:`Side`.
 """
 
 from __future__ import annotations
@@ -33,44 +41,40 @@ from typing import Any, Literal
 
 import numpy as np
 
-from . import _registry, limits
+from . import limits
 from ._edge import check_output, open_output, open_output_folder
+from ._keyed_tree import key_of_zarr_path, unmappable_keys, zarr_path_of_key
 from ._names import relative_name
 from ._optional import require
+from ._registry import FORMATS, FormatSpec, format_for_extension, spec_of_file
 from ._sources import RemoteFile, is_url, resolve
-from .errors import FormatError, UnsupportedError
+from ._tree import Array, Group, tree_of
+from .errors import ConversionWarning, FormatError, UnsupportedError
 
-__all__ = ["TARGETS", "ConversionWarning", "convert", "source_format", "target_format"]
+__all__ = ["SIDES", "ConversionWarning", "Side", "convert", "source_format", "target_format", "targets_of",
+           "total_bytes"]
 
 Progress = Callable[[int], None]
+Blocks = Callable[[], Iterator[tuple[tuple[slice, ...], np.ndarray]]]
 _BLOCK_BYTES = 64 << 20
-_MAPPING = ("kastore", "kast", "npz")
-_SINGLE = ("bloscpack", "pycauset", "npy")
-TARGETS: dict[str, tuple[str, ...]] = {
-    "kastore": (*_MAPPING, "zarr"), "kast": (*_MAPPING, "zarr"), "npz": (*_MAPPING, "zarr"),
-    "bloscpack": (*_SINGLE, "zarr"), "pycauset": (*_SINGLE, "zarr"), "npy": (*_SINGLE, "zarr"),
-    "kdb": ("npz", "zarr"),
-    "zarr": ("kastore", "kast", "npz", "bloscpack", "pycauset", "npy", "zarr"),
-}
-_EXTENSIONS = {".zarr": "zarr", ".npz": "npz", ".npy": "npy"}
-# Conversions a toolkit owns, by source and target extension -> (its "module:function", the target's name):
-# tree sequences to and from tszip, bloscpack to and from python-blosc2. Each function takes
-# (source, target, storage_options=None, progress=None).
-TOOL_CONVERSIONS: dict[tuple[str, str], tuple[str, str]] = {
+# What the models are called here: a matrix is one array.
+_FAMILY = {"mapping": "mapping", "array": "array", "matrix": "array", "episodes": "episodes", "tree": "tree"}
+_MEETS = {"mapping": ("mapping", "tree"), "array": ("array", "tree"), "episodes": ("tree",),
+          "tree": ("mapping", "array", "tree")}
+# Conversions a toolkit owns, by source and target extension -> (its "module:function", the target's name,
+# None for the arrayio format that owns the target's extension): tree sequences to and from tszip, Blosc1
+# containers to and from python-blosc2. Each function takes (source, target, storage_options=None, progress=None).
+TOOL_CONVERSIONS: dict[tuple[str, str], tuple[str, str | None]] = {
     (".trees", ".tsz"): ("arrayio.tskit:to_tszip", "tszip"),
     (".tsz", ".trees"): ("arrayio.tskit:tszip_to_trees", "tskit"),
     (".blp", ".b2nd"): ("arrayio.blosc2:from_bloscpack", "b2nd"),
     (".blp", ".b2frame"): ("arrayio.blosc2:from_bloscpack", "b2frame"),
-    (".b2nd", ".blp"): ("arrayio.blosc2:to_bloscpack", "bloscpack"),
-    (".b2frame", ".blp"): ("arrayio.blosc2:to_bloscpack", "bloscpack"),
+    (".b2nd", ".blp"): ("arrayio.blosc2:to_bloscpack", None),
+    (".b2frame", ".blp"): ("arrayio.blosc2:to_bloscpack", None),
 }
 
 
-class ConversionWarning(UserWarning):
-    """The target cannot hold something the source has (attributes, a matrix type, ...)."""
-
-
-# --------------------------------------------------------------------------- what the source holds
+# --------------------------------------------------------------------------- what a source holds
 
 @dataclass
 class _Array:
@@ -81,7 +85,7 @@ class _Array:
     shape: tuple[int, ...]
     dtype: np.dtype
     chunks: tuple[int, ...]
-    blocks: Callable[[], Iterator[tuple[tuple[slice, ...], np.ndarray]]]
+    blocks: Blocks
     attributes: dict = field(default_factory=dict)
     dimension_names: tuple[str, ...] | None = None
     order: str = "C"
@@ -99,9 +103,10 @@ class _Source:
     groups: dict[str, dict]
     arrays: list[_Array]
     close: Callable[[], None]
+    target: Any = None
 
 
-def _row_blocks(array: np.ndarray) -> Callable[[], Iterator[tuple[tuple[slice, ...], np.ndarray]]]:
+def _row_blocks(array: np.ndarray) -> Blocks:
     def blocks() -> Iterator[tuple[tuple[slice, ...], np.ndarray]]:
         if array.ndim == 0:
             yield (), array
@@ -127,147 +132,151 @@ def _plain_array(path: str, key: str, array: np.ndarray, attributes: dict | None
                   attributes or {}, order=order, direct=array)
 
 
-def _arrayio_source(target: Any, storage_options: dict | None) -> _Source:
-    from .zarr import VirtualArray, VirtualGroup, open_store
+def _stored_dtype(array: Array) -> np.dtype:
+    endian = next((codec.get("configuration", {}).get("endian", "little") for codec in array.codecs
+                   if codec["name"] == "bytes"), "little")
+    return array.dtype.newbyteorder(">" if endian == "big" else "<")
 
-    store = open_store(target, storage_options)
-    fmt = store.root.attributes.get("arrayio_format", "")
+
+def _whole_view(array: Array, source: Any) -> np.ndarray | None:
+    """The whole array as one zero-copy view of the file, when its chunks are consecutive raw byte ranges."""
+    if source is None or array.strings or [codec["name"] for codec in array.codecs] != ["bytes"] or not array.shape:
+        return None
+    if tuple(array.chunks[1:]) != tuple(array.shape[1:]) or array.nchunks == 0:
+        return None
+    first = array.chunk_reference((0,) * len(array.shape))
+    if first is None:
+        return None
+    return source.array(first.offset, math.prod(array.shape), _stored_dtype(array), "array").reshape(array.shape)
+
+
+def _tree_source(name: str, root: Group, source: Any, close: Callable[[], None]) -> _Source:
     groups: dict[str, dict] = {}
     arrays = []
-    for path, node in store.root.walk():
-        if isinstance(node, VirtualGroup):
+    for path, node in root.walk():
+        if isinstance(node, Group):
             groups[path] = node.attributes
             continue
-        assert isinstance(node, VirtualArray)
 
-        def blocks(node: VirtualArray = node) -> Iterator[tuple[tuple[slice, ...], np.ndarray]]:
+        def blocks(node: Array = node) -> Iterator[tuple[tuple[slice, ...], np.ndarray]]:
             for coords in np.ndindex(*node.grid):
                 yield node.region(coords), node.read(coords)
                 if node.release is not None:
                     node.release(coords)
 
-        direct = None
-        if fmt in ("kastore", "kast"):
-            direct = store.reader[node.attributes["key"]]
         arrays.append(_Array(path, str(node.attributes.get("key", path)), node.shape, node.dtype, node.chunks, blocks,
                              dict(node.attributes), node.dimension_names, str(node.attributes.get("order", "C")),
-                             direct))
-    return _Source(fmt or "kdb", groups, arrays, store.close)
+                             _whole_view(node, source)))
+    return _Source(name, groups, arrays, close)
+
+
+def _arrayio_source(target: Any, storage_options: dict | None) -> _Source:
+    import arrayio
+
+    reader = arrayio.open(target, storage_options)
+    try:
+        return _tree_source(reader.format, tree_of(reader), getattr(reader, "source", None), reader.close)
+    except BaseException:
+        reader.close()
+        raise
 
 
 def _zarr_source(target: Any, storage_options: dict | None) -> _Source:
     zarr = require("zarr", "convert from zarr")
-    from .zarr import key_of_zarr_path
-
-    root = zarr.open_group(target, mode="r", storage_options=storage_options)
-    groups = {"": dict(root.attrs)}
+    node = zarr.open(target, mode="r", storage_options=storage_options)
+    if isinstance(node, zarr.Array):  # an array at the store's root (zarr.save("x.zarr", a))
+        return _Source("zarr", {"": {}}, [_zarr_array("array", node)], lambda: None)
+    groups = {"": dict(node.attrs)}
     arrays = []
-    for path, node in root.members(max_depth=None):
-        if isinstance(node, zarr.Group):
-            groups[path] = dict(node.attrs)
-            continue
-
-        def blocks(node: Any = node) -> Iterator[tuple[tuple[slice, ...], np.ndarray]]:
-            chunks = node.chunks
-            for coords in np.ndindex(*(-(-n // c) for n, c in zip(node.shape, chunks))):
-                region = tuple(slice(i * c, min((i + 1) * c, n)) for i, c, n in zip(coords, chunks, node.shape))
-                yield region, node[region]
-
-        attributes = dict(node.attrs)
-        names = getattr(node.metadata, "dimension_names", None)
-        arrays.append(_Array(path, str(attributes.get("key", key_of_zarr_path(path))), tuple(node.shape),
-                             np.dtype(node.dtype), tuple(node.chunks), blocks, attributes,
-                             tuple(names) if names else None, str(attributes.get("order", "C"))))
+    for path, member in node.members(max_depth=None):
+        if isinstance(member, zarr.Group):
+            groups[path] = dict(member.attrs)
+        else:
+            arrays.append(_zarr_array(path, member))
     return _Source("zarr", groups, arrays, lambda: None)
 
 
-def _npz_source(target: Any) -> _Source:
-    from .zarr import unmappable_keys, zarr_path_of_key
+def _zarr_array(path: str, node: Any) -> _Array:
+    def blocks() -> Iterator[tuple[tuple[slice, ...], np.ndarray]]:
+        chunks = node.chunks
+        for coords in np.ndindex(*(-(-n // c) for n, c in zip(node.shape, chunks))):
+            region = tuple(slice(i * c, min((i + 1) * c, n)) for i, c, n in zip(coords, chunks, node.shape))
+            yield region, node[region]
 
-    archive = np.load(target, allow_pickle=False)
-    unmappable = unmappable_keys(archive.files)
-    arrays = [_lazy_member(archive, name, zarr_path_of_key(name, name in unmappable)) for name in archive.files]
+    attributes = dict(node.attrs)
+    names = getattr(node.metadata, "dimension_names", None)
+    return _Array(path, str(attributes.get("key", key_of_zarr_path(path))), tuple(node.shape), np.dtype(node.dtype),
+                  tuple(node.chunks), blocks, attributes, tuple(names) if names else None,
+                  str(attributes.get("order", "C")))
+
+
+def _npz_source(target: Any, storage_options: dict | None) -> _Source:
+    archive = zipfile.ZipFile(target)
+    names = [name[:-4] for name in archive.namelist() if name.endswith(".npy")]
+    unmappable = unmappable_keys(names)
+    arrays = [_npz_member(archive, name, zarr_path_of_key(name, name in unmappable)) for name in names]
     return _Source("npz", {"": {}}, arrays, archive.close)
 
 
-def _member_header(member: Any) -> tuple[tuple[int, ...], bool, np.dtype]:
-    version = np.lib.format.read_magic(member)
-    read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-    shape, fortran, dtype = read_header(member)
+def _npz_member(archive: zipfile.ZipFile, name: str, path: str) -> _Array:
+    """One npz member, streamed from the zip in blocks when they are asked for: a member is never inflated
+    whole (a 3 MB archive may inflate to gigabytes), and one block is at most the npz_member_bytes limit."""
+    with archive.open(name + ".npy") as member:
+        shape, fortran, dtype = _npy_header(member, name)
+    fortran = fortran and len(shape) > 1
+    # Blocks run along the axis the member's bytes are laid out by: rows (C order) or the last axis (F).
+    axis = len(shape) - 1 if fortran else 0
+    slab = math.prod(size for index, size in enumerate(shape) if index != axis) * dtype.itemsize if shape else 0
+    step = max(1, _BLOCK_BYTES // max(1, slab))
+
+    def read(member: Any, low: int, count: int) -> bytes:
+        what = f"member {name!r} rows {low}..{low + count}"
+        limits.check("npz_member_bytes", count * slab, what, format="npz")
+        try:
+            data = member.read(count * slab)
+        except (zipfile.BadZipFile, zlib.error, EOFError) as error:
+            raise FormatError(format="npz", field=what, expected="intact deflated data", found=str(error)) from None
+        if len(data) != count * slab:
+            raise FormatError(format="npz", field=what, expected=f"{count * slab} bytes",
+                              found=f"{len(data)} bytes (the member ends)")
+        return data
+
+    def blocks() -> Iterator[tuple[tuple[slice, ...], np.ndarray]]:
+        with archive.open(name + ".npy") as member:
+            _npy_header(member, name)
+            if not shape:
+                yield (), np.frombuffer(member.read(dtype.itemsize), dtype=dtype).reshape(())
+                return
+            for low in range(0, shape[axis], step):
+                count = min(step, shape[axis] - low)
+                region = tuple(slice(low, low + count) if index == axis else slice(0, size)
+                               for index, size in enumerate(shape))
+                block_shape = tuple(count if index == axis else size for index, size in enumerate(shape))
+                yield region, np.frombuffer(read(member, low, count), dtype=dtype).reshape(
+                    block_shape, order="F" if fortran else "C")
+
+    chunks = tuple(max(1, min(size, step)) if index == axis else max(1, size) for index, size in enumerate(shape))
+    return _Array(path, name, shape, dtype, chunks, blocks, {"key": name}, order="F" if fortran else "C")
+
+
+def _npy_header(stream: Any, name: str) -> tuple[tuple[int, ...], bool, np.dtype]:
+    try:
+        version = np.lib.format.read_magic(stream)
+        read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
+            np.lib.format.read_array_header_2_0
+        shape, fortran, dtype = read_header(stream)
+    except (ValueError, zipfile.BadZipFile, zlib.error, EOFError) as error:
+        raise FormatError(format="npz", field=f"member {name!r} header", expected="a .npy header",
+                          found=str(error)) from None
+    if np.dtype(dtype).hasobject:
+        raise FormatError(format="npz", field=f"member {name!r} dtype", expected="a dtype without Python objects",
+                          found=str(dtype))
     return tuple(shape), bool(fortran), np.dtype(dtype)
 
 
-def _lazy_member(archive: Any, name: str, path: str) -> _Array:
-    """One npz member, streamed from the zip in row blocks when they are asked for (members are not
-    mappable, and a 3 MB archive may inflate to gigabytes): at most the npz_member_bytes limit at once."""
-    with archive.zip.open(name + ".npy") as member:
-        shape, fortran, dtype = _member_header(member)
-    if dtype.hasobject:
-        raise FormatError(format="npz", field=f"member {name!r} dtype", expected="a dtype without Python objects",
-                          found=str(dtype))
-    fortran = fortran and len(shape) > 1
-
-    def blocks() -> Iterator[tuple[tuple[slice, ...], np.ndarray]]:
-        if fortran or not shape:  # no row order to stream in: read whole, within the limit
-            limits.check("npz_member_bytes", math.prod(shape) * dtype.itemsize, f"member {name!r}", format="npz")
-            yield from _row_blocks(archive[name])()
-            return
-        row = math.prod(shape[1:]) * dtype.itemsize
-        step = max(1, _BLOCK_BYTES // max(1, row))
-        with archive.zip.open(name + ".npy") as member:
-            _member_header(member)
-            for low in range(0, shape[0], step):
-                count = min(step, shape[0] - low)
-                limits.check("npz_member_bytes", count * row, f"member {name!r} rows {low}..{low + count}",
-                             format="npz")
-                try:
-                    data = member.read(count * row)
-                except (zipfile.BadZipFile, zlib.error, EOFError) as error:
-                    raise FormatError(format="npz", field=f"member {name!r} rows {low}..{low + count}",
-                                      expected="intact deflated data", found=str(error)) from None
-                if len(data) != count * row:
-                    raise FormatError(format="npz", field=f"member {name!r} rows {low}..{low + count}",
-                                      expected=f"{count * row} bytes", found=f"{len(data)} bytes (the member ends)")
-                region = (slice(low, low + count),) + tuple(slice(0, n) for n in shape[1:])
-                yield region, np.frombuffer(data, dtype).reshape((count, *shape[1:]))
-
-    return _Array(path, name, shape, dtype, _block_chunks(shape, dtype), blocks, {"key": name},
-                  order="F" if fortran else "C")
-
-
-def _npy_source(target: Any) -> _Source:
+def _npy_source(target: Any, storage_options: dict | None) -> _Source:
     array = np.load(target, mmap_mode="r", allow_pickle=False)
     return _Source("npy", {"": {}}, [_plain_array("array", "array", array)], lambda: None)
-
-
-def source_format(target: Any, storage_options: dict | None = None) -> str:
-    """The format of a conversion source: zarr, npz, npy, or an arrayio format (from its magic bytes)."""
-    if isinstance(target, (str, os.PathLike)):
-        text = os.fspath(target)
-        suffix = os.path.splitext(text.rstrip("/"))[1].lower()
-        if suffix in _EXTENSIONS:
-            return _EXTENSIONS[suffix]
-        if os.path.isdir(text):
-            return "zarr"
-        if is_url(text):
-            target = resolve(text, storage_options)
-    name = _registry.detect(target)
-    if name is None:
-        _registry.module_of_file(target)  # raises the registry's "not a file of any known format"
-    return str(name)
-
-
-def target_format(target: Any, to: str | None = None) -> str:
-    """The format to write: ``to`` when given, else the target's extension."""
-    if to is not None:
-        name = to.lower()
-        if name not in TARGETS:
-            raise UnsupportedError(f"convert: unknown target format {to!r}; known: {', '.join(TARGETS)}")
-        return name
-    suffix = os.path.splitext(os.fspath(target).rstrip("/"))[1].lower()
-    if suffix in _EXTENSIONS:
-        return _EXTENSIONS[suffix]
-    return _registry.format_for_extension(target)
 
 
 def tool_conversion(source: Any, target: Any) -> tuple[Callable[..., Any], str] | None:
@@ -280,17 +289,7 @@ def tool_conversion(source: Any, target: Any) -> tuple[Callable[..., Any], str] 
         return None
     where, name = TOOL_CONVERSIONS[suffixes]
     module, function = where.split(":")
-    return getattr(importlib.import_module(module), function), name
-
-
-def _open_source(target: Any, fmt: str, storage_options: dict | None) -> _Source:
-    if fmt == "zarr":
-        return _zarr_source(target, storage_options)
-    if fmt == "npz":
-        return _npz_source(target)
-    if fmt == "npy":
-        return _npy_source(target)
-    return _arrayio_source(target, storage_options)
+    return getattr(importlib.import_module(module), function), name or format_for_extension(target)
 
 
 # --------------------------------------------------------------------------- staging the output
@@ -317,7 +316,13 @@ def _warn(message: str) -> None:
     warnings.warn(message, ConversionWarning, stacklevel=3)
 
 
+# Attributes that describe an array rather than annotate it: no target needs to keep them.
 _ARRAY_FACTS = frozenset({"container", "dtype", "shape", "order", "key"})
+
+
+def _shown(attributes: dict, names: set[str]) -> str:
+    text = json.dumps({name: attributes[name] for name in sorted(names)}, default=str)
+    return text if len(text) <= 300 else text[:297] + "..."
 
 
 # --------------------------------------------------------------------------- writers
@@ -391,34 +396,23 @@ def _mapping_arrays(source: _Source, target_name: str) -> list[_Array]:
                                    f"{array.shape}")
         extra = set(array.attributes) - _ARRAY_FACTS
         if extra:
-            _warn(f"{target_name} keeps no array attributes: {array.path!r} loses {sorted(extra)}")
+            _warn(f"{target_name} keeps no array attributes: {array.path!r} loses {_shown(array.attributes, extra)}")
     if any(attributes for name, attributes in source.groups.items()
            if set(attributes) - {"arrayio_format"}):
         _warn(f"{target_name} keeps no group attributes")
     return source.arrays
 
 
-def _write_mapping(source: _Source, target_name: str, target: Any, spool: Path, progress: Progress) -> None:
+def _write_npz(source: _Source, target_name: str, target: Any, spool: Path, progress: Progress) -> None:
+    """An .npz written member by member, each from its source block by block (np.savez would copy each one)."""
     arrays = _mapping_arrays(source, target_name)
-    if target_name == "npz":  # keys become zip member paths, which an unzip must not write outside its folder
+    for array in arrays:  # keys become zip member paths, which an unzip must not write outside its folder
+        relative_name(array.key, "convert: the npz member name of key")
+    with open_output(target) as stream, \
+            zipfile.ZipFile(stream, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as archive:
         for array in arrays:
-            relative_name(array.key, "convert: the npz member name of key")
-    data = {array.key: _spooled(array, spool, progress) for array in arrays}
-    if target_name == "npz":
-        with open_output(target) as stream:
-            _write_npz(data, stream)
-        return
-    _registry.module_for(target_name).dump(data, target)
-
-
-def _write_npz(data: dict[str, np.ndarray], stream: Any) -> None:
-    """An .npz written member by member from the arrays' maps (np.savez would copy each one)."""
-    import zipfile
-
-    with zipfile.ZipFile(stream, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as archive:
-        for name, array in data.items():
-            with archive.open(name + ".npy", "w", force_zip64=True) as member:
-                np.lib.format.write_array(member, array, allow_pickle=False)
+            with archive.open(array.key + ".npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, _spooled(array, spool, progress), allow_pickle=False)
 
 
 def _single_array(source: _Source, target_name: str) -> _Array:
@@ -438,52 +432,110 @@ def _in_file_order(array: _Array) -> bool:
     return tuple(array.chunks[1:]) == tuple(array.shape[1:])
 
 
-def _write_npy(array: _Array, stream: Any, spool: Path, progress: Progress) -> None:
-    fortran = array.order == "F" and len(array.shape) > 1
-    if not _in_file_order(array):
-        np.lib.format.write_array(stream, _spooled(array, spool, progress), allow_pickle=False)
-        return
-    header = {"descr": np.lib.format.dtype_to_descr(array.dtype), "fortran_order": fortran, "shape": array.shape}
-    np.lib.format.write_array_header_2_0(stream, header)
-    for _region, block in array.blocks():
-        stream.write(np.asarray(block, dtype=array.dtype).tobytes(order="F" if fortran else "C"))
-        progress(block.nbytes)
-
-
-def _write_single(source: _Source, target_name: str, target: Any, spool: Path, progress: Progress) -> None:
+def _write_npy(source: _Source, target_name: str, target: Any, spool: Path, progress: Progress) -> None:
     array = _single_array(source, target_name)
-    metadata = array.attributes.get("metadata") if source.format in ("pycauset", "zarr") else None
-    extra = set(array.attributes) - _ARRAY_FACTS - {"metadata", "active_slot", "generation"}
-    if extra and target_name != "zarr":
-        _warn(f"{target_name} keeps no attributes: {sorted(extra)} of {array.path!r} are left out")
-    if isinstance(metadata, dict) and target_name != "pycauset" and (
-            metadata.get("properties") or metadata.get("matrix_type") not in ("DENSE_FLOAT", "INTEGER", "VECTOR")):
-        _warn(f"{target_name} keeps no pycauset metadata: matrix_type {metadata.get('matrix_type')}, "
-              f"properties {sorted(metadata.get('properties', {}) or {})} are left out")
-    if target_name == "npy":
-        with open_output(target) as stream:
-            _write_npy(array, stream, spool, progress)
+    _warn_lost_attributes(array, target_name)
+    fortran = array.order == "F" and len(array.shape) > 1
+    with open_output(target) as stream:
+        if not _in_file_order(array):
+            np.lib.format.write_array(stream, _spooled(array, spool, progress), allow_pickle=False)
+            return
+        header = {"descr": np.lib.format.dtype_to_descr(array.dtype), "fortran_order": fortran, "shape": array.shape}
+        np.lib.format.write_array_header_2_0(stream, header)
+        for _region, block in array.blocks():
+            stream.write(np.asarray(block, dtype=array.dtype).tobytes(order="F" if fortran else "C"))
+            progress(block.nbytes)
+
+
+def _warn_lost_attributes(array: _Array, target_name: str) -> None:
+    extra = set(array.attributes) - _ARRAY_FACTS - {"active_slot", "generation"}
+    if extra:
+        _warn(f"{target_name} keeps no attributes: {_shown(array.attributes, extra)} of {array.path!r} are left out")
+
+
+def _write_format(spec: FormatSpec, source: _Source, target: Any, spool: Path, progress: Progress) -> None:
+    """A file of an arrayio format, written by its spec's ``save`` from the source's values."""
+    assert spec.save is not None
+    if _FAMILY[spec.model] == "mapping":
+        arrays = _mapping_arrays(source, spec.name)
+        spec.save({array.key: _spooled(array, spool, progress) for array in arrays}, target, {})
         return
-    values = _spooled(array, spool, progress)
-    if target_name == "bloscpack":
-        from . import bloscpack
-
-        bloscpack.pack_ndarray_to_file(values, target)
-        return
-    from . import pycauset
-
-    properties = None
-    if isinstance(metadata, dict):
-        if metadata.get("matrix_type") not in (None, "DENSE_FLOAT", "INTEGER", "VECTOR"):
-            _warn(f"pycauset: the {metadata.get('matrix_type')} matrix is saved dense")
-        properties = metadata.get("properties") if isinstance(metadata.get("properties"), dict) else None
-    pycauset.save(values, target, properties=properties)
+    array = _single_array(source, spec.name)
+    spec.save(_spooled(array, spool, progress), target, array.attributes)
 
 
-def _write_kdb_npz(source: Any, target: Any, progress: Progress) -> None:
-    from .kdb.convert import export_npz
+# --------------------------------------------------------------------------- the table of sides
 
-    export_npz(source, target, progress=lambda done, total: progress(0))
+@dataclass(frozen=True)
+class Side:
+    """A format convert reads or writes that is not an arrayio format: how it is named, read and written.
+
+    ``open(target, storage_options)`` reads it as a source; ``write(source,
+    target_name, target, spool, progress)`` writes a new file from one (zarr
+    folders get ``compression`` through their own writer below).
+    """
+
+    extensions: tuple[str, ...]
+    model: str
+    open: Callable[[Any, dict | None], _Source]
+    write: Callable[[_Source, str, Any, Path, Progress], None] | None
+
+
+SIDES: dict[str, Side] = {
+    "zarr": Side((".zarr",), "tree", _zarr_source, None),
+    "npz": Side((".npz",), "mapping", _npz_source, _write_npz),
+    "npy": Side((".npy",), "array", _npy_source, _write_npy),
+}
+
+
+def _model(name: str) -> str:
+    return _FAMILY[SIDES[name].model if name in SIDES else FORMATS[name].model]
+
+
+def targets_of(source_name: str) -> tuple[str, ...]:
+    """The formats a source of format ``source_name`` converts to."""
+    meets = _MEETS[_model(source_name)]
+    found = [name for name in (*FORMATS, *SIDES)
+             if _model(name) in meets and (name in SIDES or FORMATS[name].save is not None)]
+    if source_name in FORMATS:
+        found += [name for name in FORMATS[source_name].exports if name not in found]
+    return tuple(found)
+
+
+def source_format(target: Any, storage_options: dict | None = None) -> str:
+    """The format of a conversion source: a side by its extension (a folder is a Zarr store), else by magic bytes."""
+    if isinstance(target, (str, os.PathLike)):
+        text = os.fspath(target)
+        suffix = os.path.splitext(text.rstrip("/"))[1].lower()
+        for name, side in SIDES.items():
+            if suffix in side.extensions:
+                return name
+        if os.path.isdir(text):
+            return "zarr"
+        if is_url(text):
+            target = resolve(text, storage_options)
+    return spec_of_file(target).name  # a clear error when no format's magic bytes match
+
+
+def target_format(target: Any, to: str | None = None) -> str:
+    """The format to write: ``to`` when given, else the target's extension."""
+    if to is not None:
+        name = to.lower()
+        if name not in SIDES and name not in FORMATS:
+            raise UnsupportedError(f"convert: unknown target format {to!r}; known: "
+                                   f"{', '.join([*FORMATS, *SIDES])}")
+        return name
+    suffix = os.path.splitext(os.fspath(target).rstrip("/"))[1].lower()
+    for name, side in SIDES.items():
+        if suffix in side.extensions:
+            return name
+    return format_for_extension(target)
+
+
+def _open_source(target: Any, name: str, storage_options: dict | None) -> _Source:
+    if name in SIDES:
+        return SIDES[name].open(target, storage_options)
+    return _arrayio_source(target, storage_options)
 
 
 # --------------------------------------------------------------------------- the entry point
@@ -511,10 +563,10 @@ def convert(source: Any, target: Any, *, to: str | None = None, compression: str
     source_options = storage_options if is_url(source) else None
     source_name = source_format(source, source_options)
     target_name = target_format(target, to)
-    if target_name not in TARGETS.get(source_name, ()):
-        allowed = ", ".join(TARGETS.get(source_name, ())) or "nothing"
+    allowed = targets_of(source_name)
+    if target_name not in allowed:
         raise UnsupportedError(f"convert: {source_name} -> {target_name} is not a conversion the models allow; "
-                               f"{source_name} converts to {allowed}")
+                               f"{source_name} converts to {', '.join(allowed) or 'nothing'}")
     report = progress or (lambda nbytes: None)
     check_output(target, force=force, sources=[source], folder=target_name == "zarr", replaces=is_zarr_store,
                  storage_options=storage_options)
@@ -527,18 +579,21 @@ def convert(source: Any, target: Any, *, to: str | None = None, compression: str
         output = Path(os.fspath(target))
         output.parent.mkdir(parents=True, exist_ok=True)
         spool = output.parent
-    if source_name == "kdb" and target_name == "npz":
-        _write_kdb_npz(resolve(source, source_options) if is_url(source) else source, output, report)
+    export = FORMATS[source_name].exports.get(target_name) if source_name in FORMATS else None
+    if export is not None:
+        export(resolve(source, source_options) if is_url(source) else source, output, report)
         return target_name
     opened = _open_source(source, source_name, source_options)
     try:
         if target_name == "zarr":
             with open_output_folder(output, replaces=is_zarr_store, force=force, sources=[source]) as staging:
                 _write_zarr(opened, staging, compression, report)
-        elif target_name in _MAPPING:
-            _write_mapping(opened, target_name, output, spool, report)
+        elif target_name in SIDES:
+            write = SIDES[target_name].write
+            assert write is not None
+            write(opened, target_name, output, spool, report)
         else:
-            _write_single(opened, target_name, output, spool, report)
+            _write_format(FORMATS[target_name], opened, output, spool, report)
     finally:
         opened.close()
     return target_name
@@ -547,10 +602,10 @@ def convert(source: Any, target: Any, *, to: str | None = None, compression: str
 def total_bytes(source: Any, storage_options: dict | None = None) -> int:
     """Bytes of array data a conversion of ``source`` copies (for progress bars)."""
     storage_options = storage_options if is_url(source) else None
-    fmt = source_format(source, storage_options)
-    if fmt == "kdb":
+    name = source_format(source, storage_options)
+    if _model(name) == "episodes":
         return 0
-    opened = _open_source(source, fmt, storage_options)
+    opened = _open_source(source, name, storage_options)
     try:
         return sum(array.nbytes for array in opened.arrays)
     finally:

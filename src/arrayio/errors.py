@@ -47,6 +47,7 @@ __all__ = [
     "VersionTooNewError",
     "LimitError",
     "UnsupportedError",
+    "ConversionWarning",
     "ClosedError",
     "WriteError",
     "OutputExistsError",
@@ -198,6 +199,10 @@ def _rebuild_limit_error(cls: type[LimitError], limit: str | None, value: int | 
 
 class UnsupportedError(ArrayIOError, ValueError):
     """A valid request that this format or build cannot honour."""
+
+
+class ConversionWarning(UserWarning):
+    """A conversion's target cannot hold something the source has (attributes, a matrix type, ...)."""
 
 
 class ClosedError(ArrayIOError, ValueError):

@@ -57,7 +57,7 @@ def test_append_leaves_no_stale_bytes(tmp_path):
     before = os.path.getsize(packed)
     # the last chunk was stored raw (clevel 0); rewritten at clevel 9 it shrinks
     assert bp.append(packed, extra, blosc_args={"clevel": 9}) == 0
-    assert bp.info(packed)["trailing_bytes"] == 0
+    assert bp.open(packed).info()["trailing_bytes"] == 0
     assert os.path.getsize(packed) < before - 4000
     assert bp.unpack_bytes_from_file(packed)[0] == bytes(16_000)
 
@@ -93,14 +93,14 @@ def test_append_with_other_blosc_args(tmp_path):
     data = np.linspace(0, 1, 25_000).tobytes()  # 200 000 bytes: two full 100 000-byte chunks
     bp.pack_bytes_to_file(data, packed, chunk_size=100_000)
     size = os.path.getsize(packed)
-    old_last = bp.entries(packed)[-1]["cbytes"]
+    old_last = bp.open(packed).entries()[-1]["cbytes"]
     extra.write_bytes(data)
     assert bp.append(packed, extra, blosc_args={"clevel": 0}) == 2
     # the full last chunk is rewritten too (with no new data), then two raw chunks: 16 + 4 overhead each
     assert os.path.getsize(packed) == size - old_last + 3 * (100_000 + 16) + 2 * 4
     bp.pack_bytes_to_file(data, packed, chunk_size=100_000)
     bp.append(packed, extra, blosc_args={"shuffle": False})
-    rows = bp.entries(packed)
+    rows = bp.open(packed).entries()
     assert rows[0]["shuffle"] == "byte" and rows[-1]["shuffle"] == "none"
     assert bp.unpack_bytes_from_file(packed)[0] == data * 2
 

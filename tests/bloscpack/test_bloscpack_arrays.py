@@ -271,7 +271,7 @@ def test_files_with_unknown_nchunks_read_correctly(offsets, sizes):
 def test_trailing_bytes_are_tolerated():
     packed = bp.pack_ndarray_to_bytes(np.arange(100.0), chunk_size=80) + b"stale"
     assert np.array_equal(bp.unpack_ndarray_from_bytes(packed), np.arange(100.0))
-    assert bp.info(packed)["trailing_bytes"] == 5
+    assert bp.open(packed).info()["trailing_bytes"] == 5
 
 
 @settings(max_examples=60, deadline=None)

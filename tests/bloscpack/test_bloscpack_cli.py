@@ -76,7 +76,7 @@ def test_compress_options(cli, data_file, tmp_path, args, code):
 
 def test_chunk_size_max_and_no_offsets(cli, data_file, tmp_path):
     _ok(cli("blpk", "c", "-z", "max", "-o", data_file, tmp_path / "m.blp"))
-    facts = bp.info(tmp_path / "m.blp")
+    facts = bp.open(tmp_path / "m.blp").info()
     assert facts["nchunks"] == 1 and facts["chunk_size"] == data_file.stat().st_size and not facts["offsets"]
 
 
@@ -139,7 +139,7 @@ def test_corrupt_file_errors_cleanly(cli, data_file, tmp_path):
     packed = tmp_path / "c.blp"
     bp.pack_file_to_file(data_file, packed)
     raw = bytearray(packed.read_bytes())
-    first = bp.info(packed)["first_offsets"][0]
+    first = bp.open(packed).info()["first_offsets"][0]
     raw[first + 20] ^= 0xFF
     packed.write_bytes(bytes(raw))
     result = cli("blpk", "d", packed, tmp_path / "out")

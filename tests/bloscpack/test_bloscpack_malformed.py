@@ -162,8 +162,9 @@ def _exercise(data: bytes) -> None:
             if reader.shape and reader.order == "C":
                 reader[len(reader) // 2:len(reader) // 2 + 3]
             list(reader.iter_chunks())
-        bp.info(data)
-        bp.entries(data)
+        with bp.open(data) as reader:
+            reader.info()
+            reader.entries()
         bp.unpack_bytes_from_bytes(data)
     except arrayio.FormatError:
         pass

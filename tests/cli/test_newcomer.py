@@ -67,7 +67,8 @@ def test_conversion_warnings_are_one_arrayio_line(demos, tmp_path, cli):
     assert result.returncode == 0
     lines = result.stderr.decode().splitlines()
     assert lines and all(line.startswith("arrayio: warning: ") for line in lines), lines
-    assert "keeps no pycauset metadata" in lines[0]
+    # the warning names what is lost: the container's metadata and its properties
+    assert "npy keeps no attributes" in lines[0] and '"metadata"' in lines[0] and "properties" in lines[0]
 
 
 def test_kdb_filter_that_keeps_nothing_says_so_and_writes_nothing(demos, tmp_path, invoke):
@@ -96,9 +97,9 @@ def test_kdb_stats_of_an_unreachable_s3_glob_is_one_line(cli):
 
 
 def test_an_unexpected_error_is_one_line_and_debug_shows_the_traceback(demos, cli, monkeypatch, tmp_path):
-    # a bug, forced: a sitecustomize that breaks the kastore info of this process
+    # a bug, forced: a sitecustomize that breaks the keyed stores' info of this process
     (tmp_path / "sitecustomize.py").write_text(
-        "import arrayio.kastore\narrayio.kastore.info = lambda path: 1 / 0\n", encoding="utf-8")
+        "import arrayio._keyed\narrayio._keyed.Store.info = lambda self, key=None: 1 / 0\n", encoding="utf-8")
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     result = cli("info", demos["kastore"])
     assert result.returncode == 1

@@ -28,8 +28,8 @@ def _outcome(format_name: str, module: Any, path: Path) -> str | None:
     Anything other than a FormatError fails the test with the traceback.
     """
     try:
-        module.info(path)
         with module.open(path) as reader:
+            reader.info()
             read_everything(format_name, reader)
             reader.entries()
     except arrayio.FormatError as error:

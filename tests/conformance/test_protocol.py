@@ -116,7 +116,7 @@ def test_info_speaks_one_vocabulary(format_name, demo):
 def test_entries(format_name, demo, module):
     with arrayio.open(demo) as reader:
         rows = reader.entries()
-    assert rows and rows == module.entries(demo)
+    assert rows and rows == FORMATS[format_name].open(demo).entries()
     names = [row["name"] for row in rows]
     assert all(isinstance(name, str) and name for name in names) and len(set(names)) == len(names)
     undocumented = {key for row in rows for key in row} - documented_keys("entries keys")

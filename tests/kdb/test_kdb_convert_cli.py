@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from kdb_cases import GOLDEN, gradient_frames, write_lerobot, write_robomimic
 
+import arrayio
 from arrayio import kdb
 from arrayio.kdb import convert
 
@@ -39,7 +40,7 @@ def test_ingest_hdf5_skips_empty_demos_and_groups(tmp_path):
         hdf5["data/demo_1/obs"].create_group("nested")
     with pytest.warns(RuntimeWarning, match="demo_5 has no frames"):
         assert convert.ingest_hdf5(source, tmp_path / "out.kdb", compress="png") == 2
-    assert kdb.info(tmp_path / "out.kdb")["cameras"] == ["agentview", "robot0_eye_in_hand"]
+    assert arrayio.info(tmp_path / "out.kdb")["cameras"] == ["agentview", "robot0_eye_in_hand"]
 
 
 def test_ingest_lerobot(tmp_path):
@@ -89,10 +90,10 @@ def test_cli_kdb_group(cli, tmp_path):
     out = tmp_path / "r.kdb"
     result = cli("kdb", "ingest-hdf5", hdf5, out, "--embodiment", "panda")
     assert result.returncode == 0, result.stderr
-    assert kdb.validate(out) == [] and kdb.info(out)["embodiments"] == ["panda"]
+    assert kdb.validate(out) == [] and arrayio.info(out)["embodiments"] == ["panda"]
     lerobot = write_lerobot(tmp_path / "lr")
     assert cli("kdb", "ingest-lerobot", lerobot, tmp_path / "l.kdb").returncode == 0
-    assert kdb.info(tmp_path / "l.kdb")["num_episodes"] == 2
+    assert arrayio.info(tmp_path / "l.kdb")["num_episodes"] == 2
     assert cli("kdb", "export", out, tmp_path / "r.npz").returncode == 0
     png = tmp_path / "episode.png"
     result = cli("kdb", "show", out, "2", "--png", png)

@@ -262,16 +262,16 @@ def test_lookup_by_id_frames_and_locate(sample):
 
 
 def test_protocol_functions(sample, tmp_path):
-    facts = kdb.info(sample)
+    facts = arrayio.info(sample)
     assert facts["num_episodes"] == 3 and facts["num_frames"] == 21 and facts["cameras"] == ["front", "wrist"]
     assert facts["embodiments"] == ["arm"] and "summary" in facts
-    rows = kdb.entries(sample)
+    rows = kdb.open(sample).entries()
     assert [row["name"] for row in rows] == ["0", "1", "2"] and rows[1]["num_frames"] == 7
-    lines = list(kdb.cat(sample, "1"))
+    lines = list(kdb.open(sample).cat("1"))
     assert lines[0].startswith("# episode 1") and len(lines) == 2 + 7
     assert lines[2].split("\t")[0] == "0" and "front:20x16x3 compressed" in lines[2]
     with pytest.raises(KeyError):
-        list(kdb.cat(sample, "nope"))
+        list(kdb.open(sample).cat("nope"))
     demo = kdb.demo(tmp_path)
     assert kdb.validate(demo) == []
 

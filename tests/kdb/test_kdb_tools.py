@@ -9,6 +9,7 @@ import pytest
 from kdb_cases import gradient_frames, write_sample
 from lerobot_cases import write_lerobot_v30
 
+import arrayio
 from arrayio import kdb
 from arrayio.kdb import tools
 
@@ -107,7 +108,7 @@ def test_cli_merge_filter_stats_and_lerobot(cli, tmp_path):
     b = write_varied(tmp_path / "b.kdb", ids_from=4)
     result = cli("kdb", "merge", a, b, "-o", tmp_path / "m.kdb", "--keep-ids")
     assert result.returncode == 0, result.stderr
-    assert kdb.info(tmp_path / "m.kdb")["num_episodes"] == 8
+    assert arrayio.info(tmp_path / "m.kdb")["num_episodes"] == 8
     result = cli("kdb", "filter", tmp_path / "m.kdb", tmp_path / "f.kdb", "--where", "fps >= 10 and success",
                  "--embodiment", "arm")
     assert result.returncode == 0 and b"kept 2 of 8" in result.stdout, result.stderr
@@ -125,7 +126,7 @@ def test_cli_merge_filter_stats_and_lerobot(cli, tmp_path):
     write_lerobot_v30(tmp_path / "lr", [3, 4], video="h264")
     result = cli("kdb", "ingest-lerobot", tmp_path / "lr", tmp_path / "lr.kdb")
     assert result.returncode == 0, result.stderr
-    assert kdb.info(tmp_path / "lr.kdb")["cameras"] == ["front"]
+    assert arrayio.info(tmp_path / "lr.kdb")["cameras"] == ["front"]
     result = cli("kdb", "export-lerobot", tmp_path / "lr.kdb", tmp_path / "out", "--codec", "h264")
     assert result.returncode == 0 and b"LeRobot v3.0" in result.stdout, result.stderr
     assert (tmp_path / "out" / "videos" / "observation.images.front" / "chunk-000" / "file-000.mp4").exists()

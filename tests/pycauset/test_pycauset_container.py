@@ -345,7 +345,7 @@ def test_equal_generations_slot_a_wins_everywhere(updated):
     assert ours.load(updated).active_slot == "A"
     assert ours.read_typed_metadata(updated)["properties"] == {"version": 1}
     assert ours.summarize_container(updated)["active_slot"] == "A"
-    assert ours.info(updated)["active_slot"] == "A"
+    assert ours.open(updated).info()["active_slot"] == "A"
     assert ours.update_metadata(updated, {"properties": {"version": 5}}) == 2
     assert slot(updated, "B").generation == 2 and ours.load(updated).properties == {"version": 5}
 
@@ -476,7 +476,7 @@ def test_fuzz_only_format_errors_escape(tmp_path):
             with ours.load(target) as container:
                 container.array.sum()
                 _ = container.metadata, container.values()
-            ours.info(target)
+            ours.open(target).info()
             loaded += 1
         except FormatError:
             failed += 1

@@ -101,7 +101,7 @@ def test_reference_transposed_vector_is_a_row_as_in_pycauset(reference, tmp_path
     container = ours.load(path)
     assert container.shape == expected_shape == (1, 3)
     assert container.array.shape == (1, 3) and np.array_equal(container.array, expected)
-    assert ours.info(path)["shape"] == [1, 3] and ours.validate(path) == []
+    assert ours.open(path).info()["shape"] == [1, 3] and ours.validate(path) == []
 
 
 def test_reference_rectangular_transpose_reads_as_saved(reference, tmp_path):

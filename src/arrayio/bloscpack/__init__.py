@@ -2,11 +2,12 @@
 
 The functions carry bloscpack 0.16.0's names and arguments, so code ports by changing the
 import; ``open`` adds lazy, chunk-wise random access. The registry protocol (``info``,
-``validate``, ``entries``, ``cat``, ``demo``) serves ``arrayio info|validate|ls|cat|demo``.
+``validate``, ``entries``, ``demo``; the reader's ``cat``) serves ``arrayio info|validate|ls|cat|demo``.
 """
 
 from __future__ import annotations
 
+from .._registry import FormatSpec
 from ._args import (
     DEFAULT_CHUNK_SIZE,
     BloscArgs,
@@ -14,6 +15,7 @@ from ._args import (
     MetadataArgs,
     calculate_nchunks,
 )
+from ._errors import ERRORS as _ERRORS
 from ._errors import (
     ChecksumLengthMismatch,
     ChecksumMismatch,
@@ -34,7 +36,8 @@ from ._errors import (
     ObjectNumpyArrayRejection,
     OffsetsRequired,
 )
-from ._protocol import cat, demo, entries, info, open, validate
+from ._map import sections as _sections
+from ._protocol import demo, open, validate
 from ._reader import (
     BloscpackFile,
     unpack_bytes_file,
@@ -59,6 +62,7 @@ from ._records import (
     reverse_pretty,
 )
 from ._threads import get_nthreads, set_nthreads
+from ._tree import tree as _tree
 from ._writer import (
     append,
     pack_bytes_file,
@@ -72,6 +76,7 @@ from ._writer import (
     pack_ndarray_to_file,
     rewrite_metadata,
 )
+from ._writer import save_model as _save
 
 # The bloscpack release whose API this module mirrors (arrayio's own version is arrayio.__version__).
 __version__ = "0.16.0"
@@ -84,7 +89,7 @@ __all__ = [
     "pack_file_to_file", "unpack_file_from_file", "append", "rewrite_metadata",
     "pack_ndarray_file", "pack_ndarray_str", "pack_bytes_file", "pack_file",
     "unpack_ndarray_file", "unpack_ndarray_str", "unpack_bytes_file", "unpack_file",
-    "open", "info", "validate", "entries", "cat", "demo",
+    "open", "validate", "demo",
     "calculate_nchunks", "decode_blosc_flags", "pretty_size", "double_pretty_size", "reverse_pretty",
     "set_nthreads", "get_nthreads",
     "FileNotFound", "FileClosedError", "NoSuchChecksum", "NoSuchCodec", "NoSuchSerializer", "ChunkingException",
@@ -93,3 +98,7 @@ __all__ = [
     "NotEnoughSpace", "NotANumpyArray", "ObjectNumpyArrayRejection", "OffsetsRequired",
 ]
 
+# This format, as the registry and every view know it.
+FORMAT = FormatSpec(FORMAT_NAME, MAGIC, (EXTENSION,), "array", "bloscpack 3: one Blosc-compressed array or byte stream",
+                    open=open, demo=demo, tree=_tree, sections=_sections, errors=_ERRORS, module=__name__,
+                    save=_save)

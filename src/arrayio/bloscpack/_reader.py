@@ -28,6 +28,7 @@ from ..errors import Problem
 from ._aliases import deprecated_alias
 from ._blocks import decode_range
 from ._errors import ERRORS, FileClosedError, NotANumpyArray
+from ._lines import EntryLines
 from ._records import (
     BLOSC_FORMAT_VERSIONS,
     BLOSC_HEADER,
@@ -197,7 +198,7 @@ def _numpy_layout(metadata: MetadataSection) -> tuple[np.dtype, tuple[int, ...],
 MAX_EXPANSION = 32768
 
 
-class BloscpackFile(ReaderBase):
+class BloscpackFile(EntryLines, ReaderBase):
     """A bloscpack file opened lazily: header facts, metadata, and chunk-wise access to its data.
 
     For an ndarray file ``shape``/``dtype``/``order`` come from the metadata; for a byte stream
@@ -692,18 +693,6 @@ class BloscpackFile(ReaderBase):
             _position, first = self.chunk_location(0)
             facts["first_chunk"] = {**first._asdict(), **decode_blosc_flags(first.flags)}
         return facts
-
-    def entries(self) -> list[dict[str, Any]]:
-        """One row per chunk: name ``chunkN``, byte offset, compressed and uncompressed sizes, codec."""
-        rows = []
-        for index in range(self.nchunks):
-            position, header = self.chunk_location(index)
-            flags = decode_blosc_flags(header.flags)
-            shuffle = "bit" if flags["bit_shuffle"] else "byte" if flags["byte_shuffle"] else "none"
-            rows.append({"name": f"chunk{index}", "offset": position, "cbytes": header.cbytes,
-                         "nbytes": header.nbytes, "codec": "memcpy" if flags["pure_memcpy"] else flags["codec"],
-                         "shuffle": shuffle})
-        return rows
 
 
 def open_file(target: Any, storage_options: dict | None = None) -> BloscpackFile:

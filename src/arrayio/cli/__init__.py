@@ -12,6 +12,7 @@ import importlib.util
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from .. import info as file_info
 from .. import validate as file_problems
 from .._edge import open_output
 from .._optional import require
-from .._registry import FORMATS, available_formats, module_for, module_of_file
+from .._registry import FORMATS, VIEWS, available_formats, module_for, module_of_file, spec_of_file, view_of
 from ..errors import ArrayIOError, FormatError, Problem
 from ._common import (
     check_target,
@@ -189,8 +190,30 @@ def cat(file: str, key: str, numbers: bool, storage_options: tuple[str, ...]) ->
 
 
 def _module_of(target: Any) -> Any:
-    """What reads ``target``: its arrayio format's module, or the reader of the numpy/zarr files convert writes."""
-    return foreign_files if foreign_files.kind_of(target) else module_of_file(target)
+    """What lists and prints ``target``: its arrayio reader, or the reader of the numpy/zarr files convert writes."""
+    if foreign_files.kind_of(target):
+        return foreign_files
+    view = view_of(target)  # a community's layout over a format (tskit's .trees) shows what its users know
+    return importlib.import_module(VIEWS[view].module) if view is not None else _ARRAYIO_FILES
+
+
+class _ArrayioFiles:
+    """``ls`` and ``cat`` of an arrayio file: its reader's ``entries()`` and ``cat()``, the reader open meanwhile."""
+
+    @staticmethod
+    def entries(target: Any) -> list[dict[str, Any]]:
+        """The reader's entries."""
+        with spec_of_file(target).open(target) as reader:
+            return reader.entries()
+
+    @staticmethod
+    def cat(target: Any, key: str, numbers: bool = False) -> Iterator[str]:
+        """The reader's lines of entry ``key``, streamed while it is open."""
+        with spec_of_file(target).open(target) as reader:
+            yield from reader.cat(key, numbers)
+
+
+_ARRAYIO_FILES = _ArrayioFiles()
 
 
 @command(main, "convert")
@@ -203,8 +226,8 @@ def _module_of(target: Any) -> Any:
 def convert(source: str, target: str, to: str | None, compression: str, storage_options: tuple[str, ...],
             force: bool) -> None:
     """Convert SOURCE to TARGET chunk by chunk (paths or URLs; arrayio's five formats, .zarr, .npz, .npy)."""
-    from ..convert import TARGETS, source_format, target_format, tool_conversion, total_bytes
     from ..convert import convert as convert_file
+    from ..convert import source_format, target_format, targets_of, tool_conversion, total_bytes
 
     options = storage_options_of(storage_options) or None
     clear_leftovers_of(target)
@@ -214,9 +237,9 @@ def convert(source: str, target: str, to: str | None, compression: str, storage_
         click.echo(f"{source} -> {target} ({target_name})")
         return
     source_name, target_name = source_format(source, options), target_format(target, to)
-    if target_name not in TARGETS.get(source_name, ()):
+    if target_name not in targets_of(source_name):
         fail(f"convert: {source_name} -> {target_name} is not a conversion the models allow; {source_name} "
-             f"converts to {', '.join(TARGETS.get(source_name, ()))}", 2)
+             f"converts to {', '.join(targets_of(source_name))}", 2)
     with progress(os.path.basename(source), total_bytes(source, options) or None, unit="bytes") as bar:
         convert_file(source, target, to=to, compression=compression, storage_options=options,
                      progress=bar.advance, force=force)

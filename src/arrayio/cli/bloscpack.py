@@ -25,12 +25,12 @@ from ..bloscpack import (
     NoChangeInMetadata,
     append,
     double_pretty_size,
-    info,
     pack_file_to_file,
     rewrite_metadata,
     set_nthreads,
     unpack_file_from_file,
 )
+from ..bloscpack import open as open_file
 from ..bloscpack._records import MAX_BUFFERSIZE, SUFFIXES, reverse_pretty
 from ._common import check_target, progress
 from ._common import fail as _fail
@@ -190,7 +190,9 @@ def decompress(ctx: click.Context, no_check_extension: bool, in_file: str, out_f
         _fail(f"input file '{in_file}' does not end with '{EXTENSION}'")
     out_file = out_file or in_file[:-len(EXTENSION)]
     _check_files(in_file, out_file, ctx.obj["force"] or force)
-    with _bar(info(in_file)["nbytes"], "decompress") as bar:
+    with open_file(in_file) as reader:
+        nbytes = reader.info()["nbytes"]
+    with _bar(nbytes, "decompress") as bar:
         metadata = unpack_file_from_file(in_file, out_file, progress=bar.advance)
     if metadata:
         click.echo("blpk: Metadata:")
@@ -235,7 +237,8 @@ def info_command(file_: str) -> None:
     """print information about a compressed file"""
     if not os.path.exists(file_):
         _fail(f"file '{file_}' does not exist!")
-    facts = info(file_)
+    with open_file(file_) as reader:
+        facts = reader.info()
     header = {"format_version": int(facts["version"]), **{key: facts[key] for key in (
         "offsets", "checksum", "typesize", "chunk_size", "last_chunk", "nchunks", "max_app_chunks")}}
     click.echo("blpk: BloscpackHeader:")

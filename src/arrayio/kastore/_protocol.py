@@ -1,9 +1,9 @@
-"""The registry protocol of kastore: open, info, validate, entries, cat, demo (the keyed formats' hooks)."""
+"""The registry protocol of kastore: open, validate, demo (the keyed formats' hooks)."""
 
 from __future__ import annotations
 
 from .._keyed import keyed_hooks
-from ._reader import load
+from ._reader import load, loads
 from ._writer import dump
 
-open, validate, info, entries, cat, demo = keyed_hooks(load, dump, "demo.kas")  # noqa: A001 - the protocol names
+open, validate, demo, save_model = keyed_hooks(load, loads, dump, "demo.kas")  # noqa: A001 - the protocol names

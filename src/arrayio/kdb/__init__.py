@@ -12,6 +12,10 @@ The byte layout and every decision the original spec leaves open are in
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
+from .._registry import FormatSpec
 from ._codec import EpisodeMeta
 from ._errors import (
     ERRORS,
@@ -27,10 +31,13 @@ from ._errors import (
     UnexpectedEof,
     UnsupportedVersion,
 )
+from ._errors import ERRORS as _ERRORS
 from ._images import EncodedImage
-from ._protocol import cat, demo, entries, info, open, validate
+from ._map import sections as _sections
+from ._protocol import demo, open, validate
 from ._reader import CameraFrames, Episode, EpisodeImages, Frame, ImageRecord, KdbFile
-from ._records import FORMAT_NAME
+from ._records import EXTENSION, FORMAT_NAME, MAGIC
+from ._tree import tree as _tree
 from ._writer import Writer
 
 __all__ = [
@@ -56,10 +63,19 @@ __all__ = [
     "UnexpectedEof",
     "UnsupportedVersion",
     "Writer",
-    "cat",
     "demo",
-    "entries",
-    "info",
     "open",
     "validate",
 ]
+
+def _export_npz(source: Any, target: Any, progress: Callable[[int], None]) -> None:
+    """kdb -> .npz for ``arrayio convert``: every episode's arrays, images decoded (see convert.export_npz)."""
+    from .convert import export_npz
+
+    export_npz(source, target, progress=lambda done, total: progress(0))
+
+
+# This format, as the registry and every view know it.
+FORMAT = FormatSpec(FORMAT_NAME, MAGIC, (EXTENSION,), "episodes", "kdb (KINO) 0.1: robot-learning episodes",
+                    open=open, demo=demo, tree=_tree, sections=_sections, errors=_ERRORS, module=__name__,
+                    exports={"npz": _export_npz})

@@ -40,6 +40,7 @@ from ._errors import (
     ImageTooLarge,
     MissingImage,
 )
+from ._lines import EntryLines
 from ._records import (
     CAMERA_COUNT,
     FORMAT_NAME,
@@ -259,7 +260,7 @@ class CameraFrames(Sequence[np.ndarray]):
         return f"<kdb CameraFrames {self.camera!r} of episode {self.images.position}: shape {self.shape}>"
 
 
-class KdbFile(ReaderBase, BatchReads):
+class KdbFile(ReaderBase, BatchReads, EntryLines):
     """An open .kdb file: header, index (a structured view), episodes on demand, batched image reads.
 
     After ``close()`` every access raises ``FileClosedError``.
@@ -413,17 +414,6 @@ class KdbFile(ReaderBase, BatchReads):
             "fps": sorted({meta.fps for meta in metas if not math.isnan(meta.fps)}),
             "success_rate": (sum(successes) / len(successes)) if successes else None,
         }
-
-    def entries(self) -> list[dict[str, Any]]:
-        """One row per episode: id, frames, dims, fps, success, total reward, embodiment, task."""
-        self.index  # noqa: B018 - one request for every entry instead of one per block
-        rows = []
-        for position in range(len(self)):
-            meta = self.read_meta(position)
-            rows.append({"name": str(meta.episode_id), "num_frames": meta.num_frames, "state_dim": meta.state_dim,
-                         "action_dim": meta.action_dim, "fps": meta.fps, "success": meta.success,
-                         "total_reward": meta.total_reward, "embodiment": meta.embodiment, "task": meta.task})
-        return rows
 
     def validate(self, *, decode_images: bool = True) -> list[Problem]:
         """Every problem found (empty list: valid): reserved bytes, then each episode's sections and images."""

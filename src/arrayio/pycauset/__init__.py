@@ -13,6 +13,7 @@ docs/formats/pycauset.md.
 
 from __future__ import annotations
 
+from .._registry import FormatSpec
 from ._codec import (
     MAX_BYTES_LENGTH,
     MAX_DEPTH,
@@ -22,6 +23,8 @@ from ._codec import (
     encode_metadata,
 )
 from ._errors import ERRORS, ContainerClosedError
+from ._errors import ERRORS as _ERRORS
+from ._map import sections as _sections
 from ._matrices import (
     UNPACK_LIMIT,
     PackedMatrix,
@@ -31,7 +34,7 @@ from ._matrices import (
     symmetric,
     triangular,
 )
-from ._protocol import cat, demo, entries, info, open, validate
+from ._protocol import demo, open, validate
 from ._reader import (
     Container,
     SlotSummary,
@@ -39,8 +42,10 @@ from ._reader import (
     read_typed_metadata,
     summarize_container,
 )
-from ._records import FORMAT_NAME
+from ._records import EXTENSION, FORMAT_NAME, MAGIC
+from ._tree import tree as _tree
 from ._writer import save, update_metadata
+from ._writer import save_model as _save
 
 __all__ = [
     "ERRORS",
@@ -55,14 +60,11 @@ __all__ = [
     "PackedMatrix",
     "SlotSummary",
     "antisymmetric",
-    "cat",
     "causal",
     "decode_metadata",
     "demo",
     "diagonal",
     "encode_metadata",
-    "entries",
-    "info",
     "load",
     "open",
     "read_typed_metadata",
@@ -73,3 +75,8 @@ __all__ = [
     "update_metadata",
     "validate",
 ]
+
+# This format, as the registry and every view know it.
+FORMAT = FormatSpec(FORMAT_NAME, MAGIC, (EXTENSION,), "matrix", "pycauset container 1: one matrix + typed metadata",
+                    open=open, demo=demo, tree=_tree, sections=_sections, errors=_ERRORS, module=__name__,
+                    save=_save)
