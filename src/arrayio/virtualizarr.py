@@ -1,0 +1,218 @@
+"""VirtualiZarr views of any arrayio file: a parser (the VirtualiZarr 2 protocol) over the array model.
+
+``Parser()`` is called by ``virtualizarr.open_virtual_dataset(url, parser=Parser(), registry=registry)``
+with the file's URL and the user's ``ObjectStoreRegistry``. It opens the file
+through the registry's object store (not through arrayio's own remote
+sources), builds the file's tree (:func:`arrayio._tree.tree_of`) and returns a
+``ManifestStore``: each chunk of an array is a manifest entry (the URL, the
+byte offset and length of the chunk in the file) and each array keeps the
+codec chain that decodes those bytes (raw little-endian bytes, a Blosc1
+frame). No byte of array data is copied.
+
+Some chunks are not byte ranges of the file but computed from it (packed
+triangles, JPEG frames, values gathered from records). A manifest cannot hold
+them, so ``Parser()`` refuses an array with such chunks and names it;
+``Parser(computed="skip")`` leaves those arrays out, lists them in
+``parser.left_out`` and warns; :func:`open_virtual_dataset` and
+:func:`open_virtual_datatree` load them (through the same object store) next
+to the virtual ones, as VirtualiZarr's ``loadable_variables`` do, so writing
+the result to Icechunk stores virtual references and the computed arrays'
+values.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import xarray as xr
+from obspec_utils.readers import BlockStoreReader
+from obspec_utils.registry import ObjectStoreRegistry
+from virtualizarr.manifests import ChunkManifest, ManifestArray, ManifestGroup, ManifestStore
+from virtualizarr.manifests.utils import create_v3_array_metadata
+
+from ._tree import Array, Group, tree_of
+from .errors import UnsupportedError
+from .xarray_backend import group_at
+
+__all__ = ["ComputedChunksWarning", "Parser", "open_virtual_dataset", "open_virtual_datatree"]
+
+# Blocks of a ranged read of the file's structure (header, index, records): one request covers most headers.
+_BLOCK_BYTES = 1 << 20
+
+
+class ComputedChunksWarning(UserWarning):
+    """Arrays whose chunks are computed from the file were left out of a manifest (``Parser(computed="skip")``)."""
+
+
+@dataclass
+class _Manifests:
+    """What one pass over a file's tree gives: the manifest group and the arrays it could not hold."""
+
+    group: ManifestGroup
+    computed: dict[str, Array] = field(default_factory=dict)  # path below the opened group -> array
+
+
+def _computed_chunk(array: Array) -> tuple[int, ...] | None:
+    """The first chunk of ``array`` that is computed rather than a byte range of the file, or None."""
+    if array.reference is None:
+        return tuple(0 for _ in array.shape)
+    for coords in np.ndindex(*array.grid):
+        if array.reference(coords) is None:
+            return coords
+    return None
+
+
+def _manifest_array(array: Array, url: str) -> ManifestArray:
+    grid = array.grid
+    offsets = np.zeros(grid, dtype=np.uint64)
+    lengths = np.zeros(grid, dtype=np.uint64)
+    assert array.reference is not None  # callers checked every chunk with _computed_chunk
+    for coords in np.ndindex(*grid):
+        ref = array.reference(coords)
+        assert ref is not None
+        offsets[coords], lengths[coords] = ref.offset, ref.length
+    paths = np.full(grid, url, dtype=np.dtypes.StringDType())
+    manifest = ChunkManifest.from_arrays(paths=paths, offsets=offsets, lengths=lengths, validate_paths=False)
+    metadata = create_v3_array_metadata(shape=tuple(array.shape), data_type=np.dtype(array.dtype),
+                                        chunk_shape=tuple(array.chunks), fill_value=array.fill_value,
+                                        codecs=[dict(codec) for codec in array.codecs],
+                                        dimension_names=tuple(array.dimension_names),
+                                        attributes=dict(array.attributes))
+    return ManifestArray(metadata=metadata, chunkmanifest=manifest)
+
+
+def _manifests(group: Group, url: str, where: str) -> _Manifests:
+    """The manifest group of ``group`` (at path ``where`` of the file) and its arrays with computed chunks."""
+    arrays: dict[str, ManifestArray] = {}
+    groups: dict[str, ManifestGroup] = {}
+    computed: dict[str, Array] = {}
+    for name, child in group.children.items():
+        if isinstance(child, Group):
+            below = _manifests(child, url, f"{where}/{name}" if where else name)
+            groups[name] = below.group
+            computed.update({f"{name}/{path}": array for path, array in below.computed.items()})
+        elif _computed_chunk(child) is not None:
+            computed[name] = child
+        else:
+            arrays[name] = _manifest_array(child, url)
+    return _Manifests(ManifestGroup(arrays=arrays, groups=groups, attributes=dict(group.attributes)), computed)
+
+
+def _describe(computed: dict[str, Array], where: str) -> str:
+    parts = []
+    for path, array in computed.items():
+        coords = _computed_chunk(array)
+        full = "/".join(part for part in (where.strip("/"), path) if part)
+        parts.append(f"{full} (chunk {coords})")
+    return ", ".join(parts)
+
+
+class _Opened:
+    """The file at ``url`` opened with arrayio through the registry's object store, and its tree."""
+
+    def __init__(self, url: str, registry: ObjectStoreRegistry) -> None:
+        import arrayio
+
+        store, path = registry.resolve(url)
+        if store is None:
+            raise UnsupportedError(f"arrayio.virtualizarr: the registry has no object store for {url}")
+        self.reader = arrayio.open(BlockStoreReader(store, path, block_size=_BLOCK_BYTES))
+        try:
+            self.tree = tree_of(self.reader)
+        except BaseException:
+            self.reader.close()
+            raise
+
+    def __enter__(self) -> _Opened:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.reader.close()
+
+
+class Parser:
+    """A VirtualiZarr 2 parser of kastore/tskit, KAST, bloscpack, pycauset and kdb files.
+
+    ``group`` makes that group of the file the root of the ManifestStore
+    (``"nodes"`` of a tree sequence; VirtualiZarr opens one group as a
+    Dataset). ``computed="error"`` (the default) refuses arrays with computed
+    chunks and names them; ``"skip"`` leaves them out, lists their paths in
+    ``left_out`` and warns with :class:`ComputedChunksWarning`.
+    """
+
+    def __init__(self, group: str | None = None, computed: Literal["error", "skip"] = "error") -> None:
+        if computed not in ("error", "skip"):
+            raise ValueError(f"computed must be 'error' or 'skip', not {computed!r}")
+        self.group = group
+        self.computed = computed
+        self.left_out: list[str] = []
+
+    def __call__(self, url: str, registry: ObjectStoreRegistry) -> ManifestStore:
+        """The ManifestStore of the file at ``url``, read through ``registry``'s object store."""
+        with _Opened(url, registry) as opened:
+            manifests = _manifests(group_at(opened.tree, self.group), url, self.group or "")
+        self.left_out = list(manifests.computed)
+        if manifests.computed:
+            listed = _describe(manifests.computed, self.group or "")
+            if self.computed == "error":
+                raise UnsupportedError(
+                    f"arrayio.virtualizarr: {url}: these arrays have chunks computed from the file, not byte ranges "
+                    f"of it, so no manifest can reference them: {listed}. Parser(computed='skip') leaves them out; "
+                    "arrayio.virtualizarr.open_virtual_dataset loads them beside the virtual arrays")
+            warnings.warn(f"arrayio.virtualizarr: {url}: left out arrays with computed chunks: {listed}",
+                          ComputedChunksWarning, stacklevel=2)
+        return ManifestStore(group=manifests.group, registry=registry)
+
+
+def _loaded(array: Array) -> xr.Variable:
+    """The whole of a computed array, read chunk by chunk, as an in-memory variable."""
+    values = np.empty(tuple(array.shape), dtype=object if array.strings else array.dtype)
+    for coords in np.ndindex(*array.grid):
+        values[array.region(coords)] = array.read(coords)
+    return xr.Variable(tuple(array.dimension_names), values, attrs=dict(array.attributes))
+
+
+def _groups_with_loaded(url: str, registry: ObjectStoreRegistry, group: str | None, deep: bool,
+                        ) -> Iterator[tuple[str, dict[str, xr.Variable]]]:
+    """(group path below ``group``, {name: loaded variable}) for the computed arrays of ``group``
+    (and of every group below it when ``deep``)."""
+    with _Opened(url, registry) as opened:
+        top = group_at(opened.tree, group)
+        for path, node in top.walk() if deep else [("", top)]:
+            if not isinstance(node, Group):
+                continue
+            loaded = {name: _loaded(child) for name, child in node.children.items()
+                      if isinstance(child, Array) and _computed_chunk(child) is not None}
+            if loaded:
+                yield path, loaded
+
+
+def open_virtual_dataset(url: str, registry: ObjectStoreRegistry, *, group: str | None = None) -> xr.Dataset:
+    """One group of the file as a VirtualiZarr dataset: virtual arrays, and the computed ones loaded."""
+    import virtualizarr
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ComputedChunksWarning)  # loaded just below, not left out
+        dataset = virtualizarr.open_virtual_dataset(url, registry=registry, parser=Parser(group, computed="skip"),
+                                                    loadable_variables=[])
+    for _path, loaded in _groups_with_loaded(url, registry, group, deep=False):
+        dataset = dataset.assign(loaded)
+    return dataset
+
+
+def open_virtual_datatree(url: str, registry: ObjectStoreRegistry, *, group: str | None = None) -> xr.DataTree:
+    """Every group of the file as a VirtualiZarr DataTree: virtual arrays, and the computed ones loaded."""
+    import virtualizarr
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ComputedChunksWarning)
+        tree = virtualizarr.open_virtual_datatree(url, registry=registry, parser=Parser(group, computed="skip"),
+                                                  loadable_variables=[])
+    for path, loaded in _groups_with_loaded(url, registry, group, deep=True):
+        node = tree[path] if path else tree
+        node.dataset = node.to_dataset().assign(loaded)
+    return tree
