@@ -61,19 +61,22 @@ def _computed_chunk(array: Array) -> tuple[int, ...] | None:
     if array.reference is None:
         return tuple(0 for _ in array.shape)
     for coords in np.ndindex(*array.grid):
-        if array.reference(coords) is None:
+        if array.chunk_reference(coords) is None:
             return coords
     return None
 
 
-def _manifest_array(array: Array, url: str) -> ManifestArray:
+def _manifest_array(array: Array, url: str) -> ManifestArray | None:
+    """The array with a manifest entry per chunk, or None when a chunk is computed."""
+    if array.reference is None:
+        return None
     grid = array.grid
     offsets = np.zeros(grid, dtype=np.uint64)
     lengths = np.zeros(grid, dtype=np.uint64)
-    assert array.reference is not None  # callers checked every chunk with _computed_chunk
     for coords in np.ndindex(*grid):
         ref = array.reference(coords)
-        assert ref is not None
+        if ref is None:
+            return None
         offsets[coords], lengths[coords] = ref.offset, ref.length
     paths = np.full(grid, url, dtype=np.dtypes.StringDType())
     manifest = ChunkManifest.from_arrays(paths=paths, offsets=offsets, lengths=lengths, validate_paths=False)
@@ -95,10 +98,10 @@ def _manifests(group: Group, url: str, where: str) -> _Manifests:
             below = _manifests(child, url, f"{where}/{name}" if where else name)
             groups[name] = below.group
             computed.update({f"{name}/{path}": array for path, array in below.computed.items()})
-        elif _computed_chunk(child) is not None:
-            computed[name] = child
+        elif (virtual := _manifest_array(child, url)) is not None:
+            arrays[name] = virtual
         else:
-            arrays[name] = _manifest_array(child, url)
+            computed[name] = child
     return _Manifests(ManifestGroup(arrays=arrays, groups=groups, attributes=dict(group.attributes)), computed)
 
 
@@ -155,14 +158,14 @@ class Parser:
         """The ManifestStore of the file at ``url``, read through ``registry``'s object store."""
         with _Opened(url, registry) as opened:
             manifests = _manifests(group_at(opened.tree, self.group), url, self.group or "")
+            listed = _describe(manifests.computed, self.group or "")  # the reader answers while open
         self.left_out = list(manifests.computed)
+        if manifests.computed and self.computed == "error":
+            raise UnsupportedError(
+                f"arrayio.virtualizarr: {url}: these arrays have chunks computed from the file, not byte ranges "
+                f"of it, so no manifest can reference them: {listed}. Parser(computed='skip') leaves them out; "
+                "arrayio.virtualizarr.open_virtual_dataset loads them beside the virtual arrays")
         if manifests.computed:
-            listed = _describe(manifests.computed, self.group or "")
-            if self.computed == "error":
-                raise UnsupportedError(
-                    f"arrayio.virtualizarr: {url}: these arrays have chunks computed from the file, not byte ranges "
-                    f"of it, so no manifest can reference them: {listed}. Parser(computed='skip') leaves them out; "
-                    "arrayio.virtualizarr.open_virtual_dataset loads them beside the virtual arrays")
             warnings.warn(f"arrayio.virtualizarr: {url}: left out arrays with computed chunks: {listed}",
                           ComputedChunksWarning, stacklevel=2)
         return ManifestStore(group=manifests.group, registry=registry)
@@ -170,7 +173,7 @@ class Parser:
 
 def _loaded(array: Array) -> xr.Variable:
     """The whole of a computed array, read chunk by chunk, as an in-memory variable."""
-    values = np.empty(tuple(array.shape), dtype=object if array.strings else array.dtype)
+    values = np.empty(tuple(array.shape), dtype=array.dtype)
     for coords in np.ndindex(*array.grid):
         values[array.region(coords)] = array.read(coords)
     return xr.Variable(tuple(array.dimension_names), values, attrs=dict(array.attributes))

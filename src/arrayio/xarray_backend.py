@@ -34,7 +34,7 @@ class TreeBackendArray(BackendArray):
     def __init__(self, array: Array, lock: Any) -> None:
         self.array = array
         self.shape = tuple(array.shape)
-        self.dtype = np.dtype(object) if array.strings else np.dtype(array.dtype)
+        self.dtype = array.dtype
         self._lock = lock
 
     def __getitem__(self, key: indexing.ExplicitIndexer) -> np.ndarray:
@@ -82,19 +82,15 @@ def _chunks_overlapping(chunks: tuple[int, ...], spans: list) -> Iterable[tuple[
 
 def group_at(tree: Group, path: str | None) -> Group:
     """The group at ``path`` ("", "/", "a/b" or "/a/b") of ``tree``; a clear error naming the groups there are."""
-    node: Group | Array = tree
-    walked = []
-    for name in (path or "").strip("/").split("/") if (path or "").strip("/") else []:
-        children = node.children if isinstance(node, Group) else {}
-        if name not in children:
-            groups = [where or "/" for where, child in tree.walk() if isinstance(child, Group)]
-            raise UnsupportedError(f"arrayio: no group {path!r} in the file; its groups are {', '.join(groups)}")
-        node = children[name]
-        walked.append(name)
-    if not isinstance(node, Group):
-        raise UnsupportedError(f"arrayio: {path!r} is an array, not a group; open its parent "
-                               f"{'/'.join(walked[:-1]) or '/'!r} instead")
-    return node
+    where = (path or "").strip("/")
+    node = tree.find(where)
+    if isinstance(node, Group):
+        return node
+    if node is None:
+        groups = [name or "/" for name, child in tree.walk() if isinstance(child, Group)]
+        raise UnsupportedError(f"arrayio: no group {path!r} in the file; its groups are {', '.join(groups)}")
+    parent = where.rpartition("/")[0] or "/"
+    raise UnsupportedError(f"arrayio: {path!r} is an array, not a group; open its group {parent!r} instead")
 
 
 def _variable(array: Array, lock: Any) -> xr.Variable:
