@@ -79,6 +79,13 @@ def _manifest_array(array: Array, url: str) -> ManifestArray | None:
             return None
         offsets[coords], lengths[coords] = ref.offset, ref.length
     paths = np.full(grid, url, dtype=np.dtypes.StringDType())
+    if 0 in grid:
+        # An empty array has no chunks, but VirtualiZarr 2.5's ChunkManifest.iter_refs (used by to_icechunk)
+        # fails on a zero-size grid (fixed upstream in zarr-developers/VirtualiZarr#1062, not yet released):
+        # one chunk with the empty path, VirtualiZarr's "not stored", which nothing ever asks for.
+        ones = tuple(max(size, 1) for size in grid)
+        paths = np.full(ones, "", dtype=np.dtypes.StringDType())
+        offsets, lengths = np.zeros(ones, dtype=np.uint64), np.zeros(ones, dtype=np.uint64)
     manifest = ChunkManifest.from_arrays(paths=paths, offsets=offsets, lengths=lengths, validate_paths=False)
     metadata = create_v3_array_metadata(shape=tuple(array.shape), data_type=np.dtype(array.dtype),
                                         chunk_shape=tuple(array.chunks), fill_value=array.fill_value,
