@@ -565,11 +565,15 @@ class KeyedHooks(NamedTuple):
     demo: Callable[[Any], Any]
 
 
-def keyed_hooks(load: Callable[..., Store], dump: Callable[[Any, Any], None], demo_name: str) -> KeyedHooks:
-    """open/validate/info/entries/cat/demo of the format whose ``load`` and ``dump`` are given."""
+def keyed_hooks(load: Callable[..., Store], loads: Callable[[Any], Store], dump: Callable[[Any, Any], None],
+                demo_name: str) -> KeyedHooks:
+    """open/validate/info/entries/cat/demo of the format whose ``load``, ``loads`` and ``dump`` are given."""
 
     def open(path: Any, storage_options: dict | None = None) -> Store:  # noqa: A001 - the registry protocol name
-        """Open the file: a zero-copy map of a path, ranged reads of a URL (``storage_options`` go to fsspec)."""
+        """Open the file: a zero-copy map of a path, ranged reads of a URL (``storage_options`` go to fsspec),
+        or the store in a bytes-like object (``load`` takes ``bytes`` as a path, as the reference does)."""
+        if isinstance(path, (bytearray, memoryview)) or (isinstance(path, bytes) and b"\0" in path):
+            return loads(path)
         return load(path, storage_options=storage_options)
 
     def validate(path: Any) -> list[Problem]:

@@ -19,14 +19,17 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol, runtime_checkable
 
 from ._sources import RemoteFile, is_remote, is_url, resolve
-from .errors import FormatError, Problem, UnsupportedError
+from .errors import ErrorKinds, FormatError, Problem, UnsupportedError
 
-__all__ = ["Reader", "FormatSpec", "FORMATS", "detect", "module_for", "available_formats", "format_for_extension"]
+__all__ = ["Reader", "FormatSpec", "FORMATS", "detect", "module_for", "spec_for", "spec_of_file", "available_formats",
+           "format_for_extension", "module_of_file"]
 
 
 @runtime_checkable
@@ -71,49 +74,88 @@ class Reader(Protocol):
 
 @dataclass(frozen=True)
 class FormatSpec:
-    """What the registry knows of a format before importing its module."""
+    """Everything the library knows of a format, declared once at the bottom of its package's ``__init__``.
+
+    ``open(target)`` returns its :class:`Reader`; ``demo(folder)`` writes,
+    reads back and checks a small sample file and returns its path;
+    ``tree(reader)`` describes the open file in the array model
+    (``arrayio._tree``); ``sections(source)`` lists its byte sections for
+    ``arrayio map``; ``errors`` is its :class:`~arrayio.errors.ErrorKinds`.
+    ``model`` names what it holds (mapping, array, episodes, matrix).
+    """
 
     name: str
-    module: str
     magic: bytes
     extensions: tuple[str, ...]
     model: str
     description: str
+    open: Callable[..., Any]
+    demo: Callable[[Path], Path]
+    tree: Callable[[Any], Any]
+    sections: Callable[[Any], Any]
+    errors: ErrorKinds
+    module: str
 
 
-FORMATS: dict[str, FormatSpec] = {
-    spec.name: spec
-    for spec in (
-        FormatSpec("kastore", "arrayio.kastore", b"\x89KAS\r\n\x1a\n", (".kas",), "mapping",
-                   "kastore 1.0: key -> 1-D array"),
-        FormatSpec("kast", "arrayio.kast", b"KAST", (".kast",), "mapping",
-                   "KAST draft layout: key -> 1-D array"),
-        FormatSpec("bloscpack", "arrayio.bloscpack", b"blpk", (".blp",), "array",
-                   "bloscpack 3: one Blosc-compressed array or byte stream"),
-        FormatSpec("kdb", "arrayio.kdb", b"KINO", (".kdb",), "episodes",
-                   "kdb (KINO) 0.1: robot-learning episodes"),
-        FormatSpec("pycauset", "arrayio.pycauset", b"PYCAUSET", (".pycauset",), "matrix",
-                   "pycauset container 1: one matrix + typed metadata"),
-    )
+# The registry: one line per format, naming the package whose ``FORMAT`` spec describes it.
+_PACKAGES = {
+    "kastore": "arrayio.kastore",
+    "kast": "arrayio.kast",
+    "bloscpack": "arrayio.bloscpack",
+    "kdb": "arrayio.kdb",
+    "pycauset": "arrayio.pycauset",
 }
 
-_LONGEST_MAGIC = max(len(spec.magic) for spec in FORMATS.values())
+
+class _Specs(Mapping[str, FormatSpec]):
+    """Format name -> FormatSpec of every package that imports here, read from the packages on first use."""
+
+    def __init__(self) -> None:
+        self._specs: dict[str, FormatSpec] | None = None
+        self.missing: dict[str, str] = {}
+
+    def _loaded(self) -> dict[str, FormatSpec]:
+        if self._specs is None:
+            specs = {}
+            for name, package in _PACKAGES.items():
+                try:
+                    specs[name] = importlib.import_module(package).FORMAT
+                except ImportError as error:  # an optional dependency of that format is missing
+                    self.missing[name] = str(error)
+            self._specs = specs
+        return self._specs
+
+    def __getitem__(self, name: str) -> FormatSpec:
+        return self._loaded()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._loaded())
+
+    def __len__(self) -> int:
+        return len(self._loaded())
+
+
+FORMATS = _Specs()
+
+
+def _longest_magic() -> int:
+    return max(len(spec.magic) for spec in FORMATS.values())
 
 
 def _head(target: Any) -> bytes:
     if isinstance(target, RemoteFile):  # the first request's bytes, kept for the reader that follows
-        return bytes(target.read(0, min(_LONGEST_MAGIC, target.size)))
+        return bytes(target.read(0, min(_longest_magic(), target.size)))
     if is_url(target) or is_remote(target):
         return _head(resolve(target))
     if isinstance(target, (bytes, bytearray, memoryview)):
-        return bytes(target[:_LONGEST_MAGIC])
+        return bytes(target[:_longest_magic()])
     if isinstance(target, (str, os.PathLike)) or isinstance(target, bytes):
         with open(target, "rb") as handle:
-            return handle.read(_LONGEST_MAGIC)
+            return handle.read(_longest_magic())
     if hasattr(target, "read") and hasattr(target, "seek"):
         position = target.tell()
         try:
-            return target.read(_LONGEST_MAGIC)
+            return target.read(_longest_magic())
         finally:
             target.seek(position)
     raise TypeError(f"expected a path, bytes or a seekable binary file, got {type(target).__name__}")
@@ -128,28 +170,24 @@ def detect(target: Any) -> str | None:
     return None
 
 
-def module_for(name: str) -> ModuleType:
-    """Import and return the module of format ``name``."""
+def spec_for(name: str) -> FormatSpec:
+    """The spec of format ``name``; UnsupportedError when it is unknown or does not import here."""
     if name not in FORMATS:
+        if name in FORMATS.missing:
+            raise UnsupportedError(f"format {name!r} is not available in this installation: "
+                                   f"{FORMATS.missing[name]}")
         raise UnsupportedError(f"unknown format {name!r}; known: {', '.join(FORMATS)}")
-    try:
-        return importlib.import_module(FORMATS[name].module)
-    except ImportError as error:
-        raise UnsupportedError(f"format {name!r} is not available in this installation: {error}") from None
+    return FORMATS[name]
+
+
+def module_for(name: str) -> ModuleType:
+    """Import and return the package of format ``name``."""
+    return importlib.import_module(spec_for(name).module)
 
 
 def available_formats() -> list[str]:
     """Names of the formats whose modules import in this installation."""
-    names = []
-    for name in FORMATS:
-        try:
-            module = module_for(name)
-        except UnsupportedError:
-            continue
-        if not hasattr(module, "demo"):
-            continue
-        names.append(name)
-    return names
+    return list(FORMATS)
 
 
 def format_for_extension(path: Any) -> str:
@@ -162,7 +200,12 @@ def format_for_extension(path: Any) -> str:
 
 
 def module_of_file(target: Any) -> ModuleType:
-    """The module of the format detected in ``target``; a clear error when nothing matches."""
+    """The package of the format detected in ``target``; a clear error when nothing matches."""
+    return module_for(spec_of_file(target).name)
+
+
+def spec_of_file(target: Any) -> FormatSpec:
+    """The spec of the format detected in ``target``; a clear error when nothing matches."""
     name = detect(target)
     if name is None:
         shown = (target.name if isinstance(target, RemoteFile)
@@ -171,4 +214,4 @@ def module_of_file(target: Any) -> ModuleType:
         raise FormatError(f"{shown}: not a file of any known format (magic bytes {head[:8].hex(' ') or 'none'})",
                           field="magic", offset=0, expected=" or ".join(repr(spec.magic) for spec in FORMATS.values()),
                           found=head[:8])
-    return module_for(name)
+    return spec_for(name)

@@ -31,7 +31,9 @@ import numpy as np
 
 from . import _registry
 from ._binary import atomic_folder, atomic_write
+from ._keyed_tree import key_of_zarr_path, unmappable_keys, zarr_path_of_key
 from ._sources import RemoteFile, is_url, resolve
+from ._tree import Array, Group, tree_of
 from .errors import UnsupportedError
 
 __all__ = ["TARGETS", "ConversionWarning", "convert", "source_format", "target_format"]
@@ -110,38 +112,56 @@ def _plain_array(path: str, key: str, array: np.ndarray, attributes: dict | None
                   attributes or {}, order=order, direct=array)
 
 
-def _arrayio_source(target: Any, storage_options: dict | None) -> _Source:
-    from .zarr import VirtualArray, VirtualGroup, open_store
+def _whole_view(array: Array, source: Any) -> np.ndarray | None:
+    """The whole array as one zero-copy view of the file, when its chunks are consecutive raw byte ranges."""
+    if source is None or array.strings or [codec["name"] for codec in array.codecs] != ["bytes"] or not array.shape:
+        return None
+    if tuple(array.chunks[1:]) != tuple(array.shape[1:]) or array.nchunks == 0:
+        return None
+    first = array.chunk_reference((0,) * len(array.shape))
+    if first is None or array.chunk_nbytes * array.nchunks < math.prod(array.shape) * array.dtype.itemsize:
+        return None
+    dtype = array.dtype.newbyteorder(">") if _v2_endian(array) == "big" else array.dtype
+    count = math.prod(array.shape)
+    return source.array(first.offset, count, dtype, "array").reshape(array.shape)
 
-    store = open_store(target, storage_options)
-    fmt = store.root.attributes.get("arrayio_format", "")
+
+def _v2_endian(array: Array) -> str:
+    return next((codec.get("configuration", {}).get("endian", "little") for codec in array.codecs
+                 if codec["name"] == "bytes"), "little")
+
+
+def _arrayio_source(target: Any, storage_options: dict | None) -> _Source:
+    import arrayio
+
+    reader = arrayio.open(target, storage_options)
+    try:
+        root = tree_of(reader)
+    except BaseException:
+        reader.close()
+        raise
+    source = getattr(reader, "source", None)
     groups: dict[str, dict] = {}
     arrays = []
-    for path, node in store.root.walk():
-        if isinstance(node, VirtualGroup):
+    for path, node in root.walk():
+        if isinstance(node, Group):
             groups[path] = node.attributes
             continue
-        assert isinstance(node, VirtualArray)
 
-        def blocks(node: VirtualArray = node) -> Iterator[tuple[tuple[slice, ...], np.ndarray]]:
+        def blocks(node: Array = node) -> Iterator[tuple[tuple[slice, ...], np.ndarray]]:
             for coords in np.ndindex(*node.grid):
                 yield node.region(coords), node.read(coords)
                 if node.release is not None:
                     node.release(coords)
 
-        direct = None
-        if fmt in ("kastore", "kast"):
-            direct = store.reader[node.attributes["key"]]
         arrays.append(_Array(path, str(node.attributes.get("key", path)), node.shape, node.dtype, node.chunks, blocks,
                              dict(node.attributes), node.dimension_names, str(node.attributes.get("order", "C")),
-                             direct))
-    return _Source(fmt or "kdb", groups, arrays, store.close)
+                             _whole_view(node, source)))
+    return _Source(reader.format, groups, arrays, reader.close)
 
 
 def _zarr_source(target: Any, storage_options: dict | None) -> _Source:
     import zarr
-
-    from .zarr import key_of_zarr_path
 
     root = zarr.open_group(target, mode="r", storage_options=storage_options)
     groups = {"": dict(root.attrs)}
@@ -166,8 +186,6 @@ def _zarr_source(target: Any, storage_options: dict | None) -> _Source:
 
 
 def _npz_source(target: Any) -> _Source:
-    from .zarr import unmappable_keys, zarr_path_of_key
-
     archive = np.load(target, allow_pickle=False)
     unmappable = unmappable_keys(archive.files)
     arrays = [_lazy_member(archive, name, zarr_path_of_key(name, name in unmappable)) for name in archive.files]

@@ -40,6 +40,7 @@ __all__ = [
     "VersionTooOldError",
     "VersionTooNewError",
     "UnsupportedError",
+    "LimitError",
     "ClosedError",
     "WriteError",
     "Problem",
@@ -153,6 +154,10 @@ class VersionTooNewError(VersionError):
 
 class UnsupportedError(ArrayIOError, ValueError):
     """A valid request that this format or build cannot honour."""
+
+
+class LimitError(UnsupportedError):
+    """A request would take more memory or entries than a limit allows; the message names the limit to raise."""
 
 
 class ClosedError(ArrayIOError, ValueError):

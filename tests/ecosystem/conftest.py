@@ -16,9 +16,9 @@ from arrayio import kdb, pycauset
 @pytest.fixture
 def small_chunks(monkeypatch):
     """Row blocks of 1 KiB instead of 64 MiB, so small files have many chunks."""
-    import arrayio.zarr
+    import arrayio._tree
 
-    monkeypatch.setattr(arrayio.zarr, "MAX_CHUNK_BYTES", 1024)
+    monkeypatch.setattr(arrayio._tree, "MAX_CHUNK_BYTES", 1024)
     return 1024
 
 

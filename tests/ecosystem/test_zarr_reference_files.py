@@ -70,9 +70,9 @@ def reference_objects(reference) -> dict:
 
 
 def test_every_pycauset_matrix_type_written_by_pycauset(reference_pycauset, tmp_path, monkeypatch):
-    import arrayio.zarr
+    import arrayio._tree
 
-    monkeypatch.setattr(arrayio.zarr, "MAX_CHUNK_BYTES", 256)  # several row blocks even for small matrices
+    monkeypatch.setattr(arrayio._tree, "MAX_CHUNK_BYTES", 256)  # several row blocks even for small matrices
     seen_types, seen_views = set(), set()
     for name, obj in reference_objects(reference_pycauset).items():
         path = tmp_path / f"{name.replace(' ', '_')}.pycauset"

@@ -7,6 +7,7 @@ import; ``open`` adds lazy, chunk-wise random access. The registry protocol (``i
 
 from __future__ import annotations
 
+from .._registry import FormatSpec
 from ._args import (
     DEFAULT_CHUNK_SIZE,
     BloscArgs,
@@ -14,6 +15,7 @@ from ._args import (
     MetadataArgs,
     calculate_nchunks,
 )
+from ._errors import ERRORS as _ERRORS
 from ._errors import (
     ChecksumLengthMismatch,
     ChecksumMismatch,
@@ -34,6 +36,7 @@ from ._errors import (
     ObjectNumpyArrayRejection,
     OffsetsRequired,
 )
+from ._map import sections as _sections
 from ._protocol import cat, demo, entries, info, open, validate
 from ._reader import (
     BloscpackFile,
@@ -59,6 +62,7 @@ from ._records import (
     reverse_pretty,
 )
 from ._threads import get_nthreads, set_nthreads
+from ._tree import tree as _tree
 from ._writer import (
     append,
     pack_bytes_file,
@@ -93,3 +97,6 @@ __all__ = [
     "NotEnoughSpace", "NotANumpyArray", "ObjectNumpyArrayRejection", "OffsetsRequired",
 ]
 
+# This format, as the registry and every view know it.
+FORMAT = FormatSpec(FORMAT_NAME, MAGIC, (EXTENSION,), "array", "bloscpack 3: one Blosc-compressed array or byte stream",
+                    open=open, demo=demo, tree=_tree, sections=_sections, errors=_ERRORS, module=__name__)

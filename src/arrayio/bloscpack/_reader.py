@@ -480,6 +480,10 @@ class BloscpackFile(ReaderBase):
                                                expected=bytes(digest), found=computed)
         return position, header, compressed
 
+    def verified_chunk(self, index: int) -> memoryview:
+        """The stored Blosc frame of chunk ``index``, its digest verified (not decoded)."""
+        return self._compressed(index)[2]
+
     def _decode_into(self, index: int, address: int) -> None:
         """Verify chunk ``index`` and decompress it to ``address`` (room for its nbytes is the caller's job)."""
         position, header, compressed = self._compressed(index)

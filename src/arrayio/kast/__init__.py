@@ -11,13 +11,21 @@ the draft left open is in docs/formats/kast.md.
 from __future__ import annotations
 
 from .._keyed import Store, ValueInfo
+from .._keyed_tree import keyed_tree as _tree
+from .._registry import FormatSpec
+from ._errors import ERRORS as _ERRORS
 from ._errors import NoStoreError, StoreClosedError
+from ._map import sections as _sections
 from ._protocol import cat, demo, entries, info, open, validate
 from ._reader import load, loads
-from ._records import FORMAT_NAME
+from ._records import EXTENSION, FORMAT_NAME, MAGIC
 from ._writer import dump, dumps
 
 __all__ = [
     "load", "loads", "dump", "dumps", "Store", "ValueInfo", "NoStoreError", "StoreClosedError",
     "FORMAT_NAME", "open", "info", "validate", "entries", "cat", "demo",
 ]
+
+# This format, as the registry and every view know it.
+FORMAT = FormatSpec(FORMAT_NAME, MAGIC, (EXTENSION,), "mapping", "KAST draft layout: key -> 1-D array",
+                    open=open, demo=demo, tree=_tree, sections=_sections, errors=_ERRORS, module=__name__)

@@ -7,6 +7,7 @@ from typing import NamedTuple
 from .._binary import Record
 
 FORMAT_NAME = "kast"
+EXTENSION = ".kast"
 MAGIC = b"KAST"
 VERSION_MAJOR = 1
 VERSION_MINOR = 0

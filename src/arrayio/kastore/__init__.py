@@ -10,6 +10,9 @@ offset. The byte layout and every decision are in docs/formats/kastore.md.
 from __future__ import annotations
 
 from .._keyed import C_ENGINE, PY_ENGINE, Store, ValueInfo
+from .._keyed_tree import keyed_tree as _tree
+from .._registry import FormatSpec
+from ._errors import ERRORS as _ERRORS
 from ._errors import (
     FileFormatError,
     KastoreException,
@@ -20,9 +23,10 @@ from ._errors import (
     VersionTooNewError,
     VersionTooOldError,
 )
+from ._map import sections as _sections
 from ._protocol import cat, demo, entries, info, open, validate
 from ._reader import load, loads
-from ._records import DEFAULT_KEY_ENCODING, FORMAT_NAME
+from ._records import DEFAULT_KEY_ENCODING, EXTENSION, FORMAT_NAME, MAGIC
 from ._writer import dump, dumps
 
 # The kastore release whose API this module mirrors (arrayio's own version is arrayio.__version__).
@@ -34,3 +38,7 @@ __all__ = [
     "StoreClosedError", "NoStoreError", "KeyDecodeError", "PY_ENGINE", "C_ENGINE", "DEFAULT_KEY_ENCODING",
     "FORMAT_NAME", "open", "info", "validate", "entries", "cat", "demo",
 ]
+
+# This format, as the registry and every view know it.
+FORMAT = FormatSpec(FORMAT_NAME, MAGIC, (EXTENSION,), "mapping", "kastore 1.0: key -> 1-D array",
+                    open=open, demo=demo, tree=_tree, sections=_sections, errors=_ERRORS, module=__name__)

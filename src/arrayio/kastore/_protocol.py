@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .._keyed import keyed_hooks
-from ._reader import load
+from ._reader import load, loads
 from ._writer import dump
 
-open, validate, info, entries, cat, demo = keyed_hooks(load, dump, "demo.kas")  # noqa: A001 - the protocol names
+open, validate, info, entries, cat, demo = keyed_hooks(load, loads, dump, "demo.kas")  # noqa: A001 - the protocol names

@@ -7,6 +7,7 @@ from typing import NamedTuple
 from .._binary import Record
 
 FORMAT_NAME = "kastore"
+EXTENSION = ".kas"
 MAGIC = b"\x89KAS\r\n\x1a\n"
 VERSION_MAJOR = 1
 VERSION_MINOR = 0

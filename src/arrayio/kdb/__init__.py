@@ -12,6 +12,7 @@ The byte layout and every decision the original spec leaves open are in
 
 from __future__ import annotations
 
+from .._registry import FormatSpec
 from ._codec import EpisodeMeta
 from ._errors import (
     ERRORS,
@@ -25,10 +26,13 @@ from ._errors import (
     UnexpectedEof,
     UnsupportedVersion,
 )
+from ._errors import ERRORS as _ERRORS
 from ._images import EncodedImage
+from ._map import sections as _sections
 from ._protocol import cat, demo, entries, info, open, validate
 from ._reader import CameraFrames, Episode, EpisodeImages, Frame, ImageRecord, KdbFile
-from ._records import FORMAT_NAME
+from ._records import EXTENSION, FORMAT_NAME, MAGIC
+from ._tree import tree as _tree
 from ._writer import Writer
 
 __all__ = [
@@ -59,3 +63,7 @@ __all__ = [
     "open",
     "validate",
 ]
+
+# This format, as the registry and every view know it.
+FORMAT = FormatSpec(FORMAT_NAME, MAGIC, (EXTENSION,), "episodes", "kdb (KINO) 0.1: robot-learning episodes",
+                    open=open, demo=demo, tree=_tree, sections=_sections, errors=_ERRORS, module=__name__)

@@ -16,6 +16,7 @@ from typing import NamedTuple
 from .._binary import Record
 
 FORMAT_NAME = "kdb"
+EXTENSION = ".kdb"
 MAGIC = b"KINO"
 VERSION_MAJOR = 0
 VERSION_MINOR = 1

@@ -13,6 +13,7 @@ docs/formats/pycauset.md.
 
 from __future__ import annotations
 
+from .._registry import FormatSpec
 from ._codec import (
     MAX_BYTES_LENGTH,
     MAX_DEPTH,
@@ -22,6 +23,8 @@ from ._codec import (
     encode_metadata,
 )
 from ._errors import ERRORS, ContainerClosedError
+from ._errors import ERRORS as _ERRORS
+from ._map import sections as _sections
 from ._matrices import (
     UNPACK_LIMIT,
     PackedMatrix,
@@ -39,7 +42,8 @@ from ._reader import (
     read_typed_metadata,
     summarize_container,
 )
-from ._records import FORMAT_NAME
+from ._records import EXTENSION, FORMAT_NAME, MAGIC
+from ._tree import tree as _tree
 from ._writer import save, update_metadata
 
 __all__ = [
@@ -73,3 +77,7 @@ __all__ = [
     "update_metadata",
     "validate",
 ]
+
+# This format, as the registry and every view know it.
+FORMAT = FormatSpec(FORMAT_NAME, MAGIC, (EXTENSION,), "matrix", "pycauset container 1: one matrix + typed metadata",
+                    open=open, demo=demo, tree=_tree, sections=_sections, errors=_ERRORS, module=__name__)

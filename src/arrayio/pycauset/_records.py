@@ -5,6 +5,7 @@ from __future__ import annotations
 from .._binary import Record
 
 FORMAT_NAME = "pycauset"
+EXTENSION = ".pycauset"
 MAGIC = b"PYCAUSET"
 FORMAT_VERSION = 1
 ENDIAN_LITTLE = 1
