@@ -57,26 +57,28 @@ class TreeBackendArray(BackendArray):
         return out[tuple(0 if span[3] else slice(None) for span in spans)]
 
     def _copy_chunk(self, coords: tuple[int, ...], spans: list, out: np.ndarray) -> None:
-        region = self.array.region(coords)
-        with self._lock:
-            block = np.asarray(self.array.read(coords))
+        """Copy the selected indices inside chunk ``coords`` into ``out``; a chunk that holds none
+        (a step longer than the chunk skips it) is not read."""
         source, target = [], []
-        for (start, stop, step, _scalar), part in zip(spans, region):
+        for (start, stop, step, _scalar), part in zip(spans, self.array.region(coords)):
             first = start if start >= part.start else start + -(-(part.start - start) // step) * step
             last = min(stop, part.stop)
-            source.append(slice(first - part.start, max(last - part.start, 0), step))
-            target.append(slice((first - start) // step, (first - start) // step + len(range(first, last, step))))
+            if first >= last:
+                return
+            source.append(slice(first - part.start, last - part.start, step))
+            offset = (first - start) // step
+            target.append(slice(offset, offset + len(range(first, last, step))))
+        with self._lock:
+            block = np.asarray(self.array.read(coords))
         out[tuple(target)] = block[tuple(source)]
 
 
 def _chunks_overlapping(chunks: tuple[int, ...], spans: list) -> Iterable[tuple[int, ...]]:
-    """Chunk coordinates whose region holds at least one selected index (all of them for a step of 1)."""
+    """Coordinates of the chunks between the first and the last selected index of every axis."""
     ranges = []
     for chunk, (start, stop, step, _scalar) in zip(chunks, spans):
-        if step == 1:
-            ranges.append(range(start // chunk, (stop - 1) // chunk + 1))
-        else:
-            ranges.append(sorted({index // chunk for index in range(start, stop, step)}))
+        last = start + (len(range(start, stop, step)) - 1) * step
+        ranges.append(range(start // chunk, last // chunk + 1))
     return itertools.product(*ranges)
 
 

@@ -81,6 +81,10 @@ def test_bloscpack_equals_its_native_reader_and_reads_only_touched_chunks(tmp_pa
     blp.pack_ndarray_to_file(array, path, chunk_size=2000)  # 100 rows a chunk
     with xr.open_dataset(path, engine="arrayio") as dataset:
         assert np.array_equal(dataset["array"].values, blp.unpack_ndarray_from_file(path))
+        # steps longer than a chunk, negative steps, integer lists: xarray decomposes them into basic reads
+        assert np.array_equal(dataset["array"][5:1900:250, 1].values, array[5:1900:250, 1])
+        assert np.array_equal(dataset["array"][::-3, [0, 4]].values, array[::-3][:, [0, 4]])
+        assert np.array_equal(dataset["array"][[1999, 3, 150]].values, array[[1999, 3, 150]])
     read_chunks = []
     tree_of = arrayio._tree.tree_of
 
