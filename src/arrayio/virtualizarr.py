@@ -25,11 +25,11 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
+import fsspec
 import numpy as np
 import xarray as xr
-from obspec_utils.readers import BlockStoreReader
 from obspec_utils.registry import ObjectStoreRegistry
 from virtualizarr.manifests import ChunkManifest, ManifestArray, ManifestGroup, ManifestStore
 from virtualizarr.manifests.utils import create_v3_array_metadata
@@ -39,10 +39,6 @@ from .errors import UnsupportedError
 from .xarray_backend import group_at
 
 __all__ = ["ComputedChunksWarning", "Parser", "open_virtual_dataset", "open_virtual_datatree"]
-
-# Blocks of a ranged read of the file's structure (header, index, records): one request covers most headers.
-_BLOCK_BYTES = 1 << 20
-
 
 class ComputedChunksWarning(UserWarning):
     """Arrays whose chunks are computed from the file were left out of a manifest (``Parser(computed="skip")``)."""
@@ -121,6 +117,37 @@ def _describe(computed: dict[str, Array], where: str) -> str:
     return ", ".join(parts)
 
 
+class _ObjectStoreFiles(fsspec.AbstractFileSystem):
+    """The objects of one obspec store (the user's, from the registry) as an fsspec filesystem.
+
+    arrayio reads an fsspec file in byte ranges (the header and index, then what is asked for), so
+    a file opened here costs a few ranged GETs of the user's store, never a whole-object read.
+    """
+
+    cachable = False  # one per store object: fsspec's instance cache cannot key on a store
+
+    def __init__(self, store: Any, url: str) -> None:
+        super().__init__()
+        self.store = store
+        self.url = url
+
+    def info(self, path: str, **kwargs: Any) -> dict:
+        """Size and ETag from one HEAD of the object."""
+        meta = self.store.head(path)
+        return {"name": path, "size": int(meta["size"]), "type": "file", "ETag": meta.get("e_tag")}
+
+    def cat_file(self, path: str, start: int | None = None, end: int | None = None, **kwargs: Any) -> bytes:
+        """Bytes ``start:end`` of the object: one ranged GET."""
+        if start is None and end is None:
+            return bytes(self.store.get(path).bytes())
+        size = None if start is not None and end is not None else self.info(path)["size"]
+        return bytes(self.store.get_range(path, start=start or 0, end=end if end is not None else size))
+
+    def unstrip_protocol(self, name: str) -> str:
+        """The URL the user gave, for messages."""
+        return self.url
+
+
 class _Opened:
     """The file at ``url`` opened with arrayio through the registry's object store, and its tree."""
 
@@ -130,7 +157,7 @@ class _Opened:
         store, path = registry.resolve(url)
         if store is None:
             raise UnsupportedError(f"arrayio.virtualizarr: the registry has no object store for {url}")
-        self.reader = arrayio.open(BlockStoreReader(store, path, block_size=_BLOCK_BYTES))
+        self.reader = arrayio.open(_ObjectStoreFiles(store, url).open(path, "rb", cache_type="none"))
         try:
             self.tree = tree_of(self.reader)
         except BaseException:

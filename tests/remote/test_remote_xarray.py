@@ -82,3 +82,19 @@ def test_virtualizarr_reads_through_the_registrys_http_store(name, demos, http_s
             else:
                 virtual[key] = variable.values
     assert_same(virtual, expected)
+
+
+def test_parser_fetches_the_index_not_the_arrays(tmp_path, http_server):
+    import arrayio.kastore as kastore
+
+    path = tmp_path / "big.kas"
+    kastore.dump({"t/big": np.arange(1 << 20, dtype=np.float64), "t/small": np.arange(7)}, path)  # 8 MiB
+    url = http_server.put("virtual-big.kas", path.read_bytes())
+    registry = ObjectStoreRegistry({http_server.url: obstore_store.HTTPStore.from_url(
+        http_server.url, client_options={"allow_http": True})})
+    http_server.counts.reset()
+    store = arrayio.virtualizarr.Parser(group="t")(url, registry)
+    requests, sent = http_server.counts.total()
+    assert requests <= 3 and sent <= 256 << 10, (requests, sent)  # a HEAD and the header + index, not 8 MiB
+    big = xr.open_zarr(store, consolidated=False, zarr_format=3)["big"]
+    assert float(big[-1]) == (1 << 20) - 1
