@@ -7,7 +7,7 @@ into it), and so on. The rule, for the keys of one group named ``table``:
 
 - the number of rows is one less than the length of an offset column
   (``<name>_offset`` beside ``<name>``); without one, the length most keys
-  of the group share, when at least two do;
+  of the group share, when at least two do (or the group has one length);
 - a column of that many values has the dimension ``table``; an offset
   column the dimension ``table_offset``; any other column its own,
   ``table_<name>`` (the ragged data of ``metadata`` is ``nodes_metadata``);
@@ -32,8 +32,9 @@ def _rows(lengths: Mapping[str, int]) -> int | None:
     for name, length in lengths.items():
         if name.endswith(_OFFSET) and name[:-len(_OFFSET)] in lengths and length > 0:
             return length - 1
-    common = Counter(lengths.values()).most_common(1)
-    return common[0][0] if common and common[0][1] >= 2 else None
+    counts = Counter(lengths.values())
+    common = counts.most_common(1)
+    return common[0][0] if common and (common[0][1] >= 2 or len(counts) == 1) else None
 
 
 def dimension_names(table: str, lengths: Mapping[str, int]) -> dict[str, str]:

@@ -55,6 +55,7 @@ def test_tskit_tables_are_datasets_with_their_tables_dimensions(trees):
     ("indexes", {"edge_insertion_order": 9, "edge_removal_order": 9},
      {"edge_insertion_order": "indexes", "edge_removal_order": "indexes"}),
     ("format", {"name": 11, "version": 2}, {"name": "format_name", "version": "format_version"}),
+    ("t", {"x": 5}, {"x": "t"}),
     ("", {"uuid": 36, "time_units": 11, "sequence_length": 1},
      {"uuid": "dim_36", "time_units": "dim_11", "sequence_length": "dim_1"}),
     # a column literally named "offset" of another length must not share the offsets' dimension
