@@ -31,19 +31,7 @@ HERE = str(Path(__file__).resolve().parent)
 sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or ".") != HERE]  # this file is zarr.py too
 ROOT = Path(HERE).parent
 
-
-def _size(text: str) -> int:
-    units = {"K": 2**10, "M": 2**20, "G": 2**30}
-    return int(float(text[:-1]) * units[text[-1]]) if text[-1] in units else int(text)
-
-
-def _best(function, repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        function()
-        best = min(best, time.perf_counter() - start)
-    return best
+_size, _best = _rows.size, _rows.best
 
 
 def _peak_rss() -> int:

@@ -41,15 +41,10 @@ def registry():
     return ObjectStoreRegistry({"file://": obstore_store.LocalStore()})
 
 
-def test_tree_sequence_in_icechunk_reads_back_equal_with_no_chunk_data(tmp_path, registry):
-    msprime = pytest.importorskip("msprime")
+def test_tree_sequence_in_icechunk_reads_back_equal_with_no_chunk_data(tmp_path, registry, make_trees):
     tskit = pytest.importorskip("tskit")
-    data = tmp_path / "data"
-    data.mkdir()
-    path = data / "sim.trees"
-    ts = msprime.sim_ancestry(samples=200, sequence_length=1e6, recombination_rate=1e-8, population_size=1e4,
-                              random_seed=11)
-    msprime.sim_mutations(ts, rate=1e-8, random_seed=12).dump(path)
+    path = make_trees(samples=200, sequence_length=1e6, seed=11)
+    data = path.parent
     url = path.resolve().as_uri()
 
     repo = local_repository(tmp_path / "repo", data)

@@ -16,18 +16,8 @@ from arrayio import kdb, pycauset
 from arrayio._keyed_dims import dimension_names
 
 
-@pytest.fixture(scope="module")
-def trees(tmp_path_factory):
-    msprime = pytest.importorskip("msprime")
-    ts = msprime.sim_ancestry(samples=20, sequence_length=1e5, recombination_rate=1e-8, population_size=1e4,
-                              random_seed=5)
-    ts = msprime.sim_mutations(ts, rate=1e-8, random_seed=6)
-    path = tmp_path_factory.mktemp("engine") / "sim.trees"
-    ts.dump(path)
-    return path
-
-
-def test_tskit_tables_are_datasets_with_their_tables_dimensions(trees):
+def test_tskit_tables_are_datasets_with_their_tables_dimensions(trees_file):
+    trees = trees_file
     tskit = pytest.importorskip("tskit")
     tables = tskit.load(trees).tables
     with xr.open_dataset(trees, engine="arrayio", group="nodes") as nodes:
