@@ -563,6 +563,7 @@ class KeyedHooks(NamedTuple):
     entries: Callable[[Any], list[dict]]
     cat: Callable[[Any, str], Iterator[str]]
     demo: Callable[[Any], Any]
+    save: Callable[[Any, Any, dict], None]
 
 
 def keyed_hooks(load: Callable[..., Store], loads: Callable[[Any], Store], dump: Callable[[Any, Any], None],
@@ -596,7 +597,11 @@ def keyed_hooks(load: Callable[..., Store], loads: Callable[[Any], Store], dump:
         """Write a sample store of all ten dtypes, load it back and check every array."""
         return write_sample(dump, load, Path(folder) / demo_name)
 
-    return KeyedHooks(open, validate, info, entries, cat, demo)
+    def save(values: Any, path: Any, attributes: dict) -> None:
+        """Write a mapping of key -> 1-D array of the array model (``arrayio convert``)."""
+        dump(values, path)
+
+    return KeyedHooks(open, validate, info, entries, cat, demo, save)
 
 
 def lines_of(load: Callable[[Any], Store], path: Any, key: str) -> Iterator[str]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol, runtime_checkable
@@ -82,6 +82,10 @@ class FormatSpec:
     (``arrayio._tree``); ``sections(source)`` lists its byte sections for
     ``arrayio map``; ``errors`` is its :class:`~arrayio.errors.ErrorKinds`.
     ``model`` names what it holds (mapping, array, episodes, matrix).
+    ``save(values, target, attributes)`` writes a new file from model values
+    (a mapping of key -> 1-D array, or one array, and that array's attributes)
+    for ``arrayio convert``; ``exports`` maps a format this one converts to
+    itself (its own layout of the data) to ``export(source, target, progress)``.
     """
 
     name: str
@@ -95,6 +99,8 @@ class FormatSpec:
     sections: Callable[[Any], Any]
     errors: ErrorKinds
     module: str
+    save: Callable[[Any, Any, dict], None] | None = None
+    exports: Mapping[str, Callable[[Any, Any, Callable[[int], None]], None]] = field(default_factory=dict)
 
 
 # The registry: one line per format, naming the package whose ``FORMAT`` spec describes it.

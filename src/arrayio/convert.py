@@ -1,27 +1,37 @@
 """``arrayio convert``: between every pair of formats whose models meet, chunk by chunk.
 
-Sources and targets are the five arrayio formats, a Zarr v3 store (a ``.zarr``
-folder), ``.npz`` and ``.npy``. Arrays flow one chunk at a time (the source's
-own chunks: row blocks, Blosc chunks, frames), so memory stays bounded by the
-largest chunk; writers that need a whole array (kastore, kast, bloscpack,
-pycauset) get a memory map of a spool file beside the target, filled chunk
-by chunk. Output appears only when complete: a failure (a corrupt source
-raises its FormatError) leaves nothing behind.
+A source is read as a tree of arrays (an arrayio file through its format's
+tree, a Zarr v3 store, an ``.npz``, an ``.npy``); a target writes such a tree.
+Arrays flow one chunk at a time (the source's own chunks: row blocks, Blosc
+chunks, frames, npz member blocks), so memory stays bounded by the largest
+chunk; writers that need a whole array get the source's own map when it is
+raw bytes of the file, else a memory map of a spool file beside the target,
+filled chunk by chunk. Output appears only when complete: a failure (a
+corrupt source raises its FormatError) leaves nothing behind. zarr is
+imported only when a Zarr store is one side.
 
-| source | targets |
+What meets what is decided by models, never by format names:
+
+| source model | targets |
 | --- | --- |
-| kastore, kast, .npz | kastore, kast, .npz, zarr |
-| bloscpack, pycauset, .npy | bloscpack, pycauset, .npy, zarr |
-| kdb | .npz, zarr |
-| zarr | kastore, kast, .npz (1-D arrays); bloscpack, pycauset, .npy (one array) |
+| mapping (key -> 1-D array: kastore, kast, .npz) | mappings, trees |
+| array (one array: bloscpack, pycauset, .npy) | arrays, trees |
+| episodes (kdb) | trees, and the format's own exports (kdb -> .npz) |
+| tree (a Zarr store) | everything (mappings take 1-D arrays, arrays take one) |
+
+The arrayio formats come from the registry (``FormatSpec.model``, ``.save``,
+``.exports``); the others are the :data:`SIDES` table, which a new outside
+format extends with one :class:`Side`.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import tempfile
 import warnings
+import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,33 +39,26 @@ from typing import Any, Literal
 
 import numpy as np
 
-from . import _registry
 from ._binary import atomic_folder, atomic_write
 from ._keyed_tree import key_of_zarr_path, unmappable_keys, zarr_path_of_key
+from ._registry import FORMATS, FormatSpec, format_for_extension, spec_of_file
 from ._sources import RemoteFile, is_url, resolve
 from ._tree import Array, Group, tree_of
-from .errors import UnsupportedError
+from .errors import ConversionWarning, UnsupportedError
 
-__all__ = ["TARGETS", "ConversionWarning", "convert", "source_format", "target_format"]
+__all__ = ["SIDES", "ConversionWarning", "Side", "convert", "source_format", "target_format", "targets_of",
+           "total_bytes"]
 
 Progress = Callable[[int], None]
+Blocks = Callable[[], Iterator[tuple[tuple[slice, ...], np.ndarray]]]
 _BLOCK_BYTES = 64 << 20
-_MAPPING = ("kastore", "kast", "npz")
-_SINGLE = ("bloscpack", "pycauset", "npy")
-TARGETS: dict[str, tuple[str, ...]] = {
-    "kastore": (*_MAPPING, "zarr"), "kast": (*_MAPPING, "zarr"), "npz": (*_MAPPING, "zarr"),
-    "bloscpack": (*_SINGLE, "zarr"), "pycauset": (*_SINGLE, "zarr"), "npy": (*_SINGLE, "zarr"),
-    "kdb": ("npz", "zarr"),
-    "zarr": ("kastore", "kast", "npz", "bloscpack", "pycauset", "npy", "zarr"),
-}
-_EXTENSIONS = {".zarr": "zarr", ".npz": "npz", ".npy": "npy"}
+# What the models are called here: a matrix is one array.
+_FAMILY = {"mapping": "mapping", "array": "array", "matrix": "array", "episodes": "episodes", "tree": "tree"}
+_MEETS = {"mapping": ("mapping", "tree"), "array": ("array", "tree"), "episodes": ("tree",),
+          "tree": ("mapping", "array", "tree")}
 
 
-class ConversionWarning(UserWarning):
-    """The target cannot hold something the source has (attributes, a matrix type, ...)."""
-
-
-# --------------------------------------------------------------------------- what the source holds
+# --------------------------------------------------------------------------- what a source holds
 
 @dataclass
 class _Array:
@@ -66,7 +69,7 @@ class _Array:
     shape: tuple[int, ...]
     dtype: np.dtype
     chunks: tuple[int, ...]
-    blocks: Callable[[], Iterator[tuple[tuple[slice, ...], np.ndarray]]]
+    blocks: Blocks
     attributes: dict = field(default_factory=dict)
     dimension_names: tuple[str, ...] | None = None
     order: str = "C"
@@ -84,9 +87,10 @@ class _Source:
     groups: dict[str, dict]
     arrays: list[_Array]
     close: Callable[[], None]
+    target: Any = None
 
 
-def _row_blocks(array: np.ndarray) -> Callable[[], Iterator[tuple[tuple[slice, ...], np.ndarray]]]:
+def _row_blocks(array: np.ndarray) -> Blocks:
     def blocks() -> Iterator[tuple[tuple[slice, ...], np.ndarray]]:
         if array.ndim == 0:
             yield (), array
@@ -112,6 +116,12 @@ def _plain_array(path: str, key: str, array: np.ndarray, attributes: dict | None
                   attributes or {}, order=order, direct=array)
 
 
+def _stored_dtype(array: Array) -> np.dtype:
+    endian = next((codec.get("configuration", {}).get("endian", "little") for codec in array.codecs
+                   if codec["name"] == "bytes"), "little")
+    return array.dtype.newbyteorder(">" if endian == "big" else "<")
+
+
 def _whole_view(array: Array, source: Any) -> np.ndarray | None:
     """The whole array as one zero-copy view of the file, when its chunks are consecutive raw byte ranges."""
     if source is None or array.strings or [codec["name"] for codec in array.codecs] != ["bytes"] or not array.shape:
@@ -119,28 +129,12 @@ def _whole_view(array: Array, source: Any) -> np.ndarray | None:
     if tuple(array.chunks[1:]) != tuple(array.shape[1:]) or array.nchunks == 0:
         return None
     first = array.chunk_reference((0,) * len(array.shape))
-    if first is None or array.chunk_nbytes * array.nchunks < math.prod(array.shape) * array.dtype.itemsize:
+    if first is None:
         return None
-    dtype = array.dtype.newbyteorder(">") if _v2_endian(array) == "big" else array.dtype
-    count = math.prod(array.shape)
-    return source.array(first.offset, count, dtype, "array").reshape(array.shape)
+    return source.array(first.offset, math.prod(array.shape), _stored_dtype(array), "array").reshape(array.shape)
 
 
-def _v2_endian(array: Array) -> str:
-    return next((codec.get("configuration", {}).get("endian", "little") for codec in array.codecs
-                 if codec["name"] == "bytes"), "little")
-
-
-def _arrayio_source(target: Any, storage_options: dict | None) -> _Source:
-    import arrayio
-
-    reader = arrayio.open(target, storage_options)
-    try:
-        root = tree_of(reader)
-    except BaseException:
-        reader.close()
-        raise
-    source = getattr(reader, "source", None)
+def _tree_source(name: str, root: Group, source: Any, close: Callable[[], None]) -> _Source:
     groups: dict[str, dict] = {}
     arrays = []
     for path, node in root.walk():
@@ -157,99 +151,108 @@ def _arrayio_source(target: Any, storage_options: dict | None) -> _Source:
         arrays.append(_Array(path, str(node.attributes.get("key", path)), node.shape, node.dtype, node.chunks, blocks,
                              dict(node.attributes), node.dimension_names, str(node.attributes.get("order", "C")),
                              _whole_view(node, source)))
-    return _Source(reader.format, groups, arrays, reader.close)
+    return _Source(name, groups, arrays, close)
+
+
+def _arrayio_source(target: Any, storage_options: dict | None) -> _Source:
+    import arrayio
+
+    reader = arrayio.open(target, storage_options)
+    try:
+        return _tree_source(reader.format, tree_of(reader), getattr(reader, "source", None), reader.close)
+    except BaseException:
+        reader.close()
+        raise
 
 
 def _zarr_source(target: Any, storage_options: dict | None) -> _Source:
     import zarr
 
-    root = zarr.open_group(target, mode="r", storage_options=storage_options)
-    groups = {"": dict(root.attrs)}
+    node = zarr.open(target, mode="r", storage_options=storage_options)
+    if isinstance(node, zarr.Array):  # an array at the store's root (zarr.save("x.zarr", a))
+        return _Source("zarr", {"": {}}, [_zarr_array("array", node)], lambda: None)
+    groups = {"": dict(node.attrs)}
     arrays = []
-    for path, node in root.members(max_depth=None):
-        if isinstance(node, zarr.Group):
-            groups[path] = dict(node.attrs)
-            continue
-
-        def blocks(node: Any = node) -> Iterator[tuple[tuple[slice, ...], np.ndarray]]:
-            chunks = node.chunks
-            for coords in np.ndindex(*(-(-n // c) for n, c in zip(node.shape, chunks))):
-                region = tuple(slice(i * c, min((i + 1) * c, n)) for i, c, n in zip(coords, chunks, node.shape))
-                yield region, node[region]
-
-        attributes = dict(node.attrs)
-        names = getattr(node.metadata, "dimension_names", None)
-        arrays.append(_Array(path, str(attributes.get("key", key_of_zarr_path(path))), tuple(node.shape),
-                             np.dtype(node.dtype), tuple(node.chunks), blocks, attributes,
-                             tuple(names) if names else None, str(attributes.get("order", "C"))))
+    for path, member in node.members(max_depth=None):
+        if isinstance(member, zarr.Group):
+            groups[path] = dict(member.attrs)
+        else:
+            arrays.append(_zarr_array(path, member))
     return _Source("zarr", groups, arrays, lambda: None)
 
 
-def _npz_source(target: Any) -> _Source:
-    archive = np.load(target, allow_pickle=False)
-    unmappable = unmappable_keys(archive.files)
-    arrays = [_lazy_member(archive, name, zarr_path_of_key(name, name in unmappable)) for name in archive.files]
+def _zarr_array(path: str, node: Any) -> _Array:
+    def blocks() -> Iterator[tuple[tuple[slice, ...], np.ndarray]]:
+        chunks = node.chunks
+        for coords in np.ndindex(*(-(-n // c) for n, c in zip(node.shape, chunks))):
+            region = tuple(slice(i * c, min((i + 1) * c, n)) for i, c, n in zip(coords, chunks, node.shape))
+            yield region, node[region]
+
+    attributes = dict(node.attrs)
+    names = getattr(node.metadata, "dimension_names", None)
+    return _Array(path, str(attributes.get("key", key_of_zarr_path(path))), tuple(node.shape), np.dtype(node.dtype),
+                  tuple(node.chunks), blocks, attributes, tuple(names) if names else None,
+                  str(attributes.get("order", "C")))
+
+
+def _npz_source(target: Any, storage_options: dict | None) -> _Source:
+    archive = zipfile.ZipFile(target)
+    names = [name[:-4] for name in archive.namelist() if name.endswith(".npy")]
+    unmappable = unmappable_keys(names)
+    arrays = [_npz_member(archive, name, zarr_path_of_key(name, name in unmappable)) for name in names]
     return _Source("npz", {"": {}}, arrays, archive.close)
 
 
-def _lazy_member(archive: Any, name: str, path: str) -> _Array:
-    """One npz member, read when its blocks are asked for (members are not mappable)."""
-    with archive.zip.open(name + ".npy") as member:
-        version = np.lib.format.read_magic(member)
+def _npz_member(archive: zipfile.ZipFile, name: str, path: str) -> _Array:
+    """One npz member, streamed in blocks when asked for: a member is never inflated whole."""
+    with archive.open(name + ".npy") as member:
+        shape, fortran, dtype = _npy_header(member, f"npz member {name!r}")
+    fortran = fortran and len(shape) > 1
+    # Blocks run along the axis the member's bytes are laid out by: rows (C order) or the last axis (F).
+    axis = len(shape) - 1 if fortran else 0
+
+    def blocks() -> Iterator[tuple[tuple[slice, ...], np.ndarray]]:
+        with archive.open(name + ".npy") as member:
+            _npy_header(member, f"npz member {name!r}")
+            if not shape:
+                yield (), np.frombuffer(member.read(dtype.itemsize), dtype=dtype).reshape(())
+                return
+            slab = math.prod(size for index, size in enumerate(shape) if index != axis)
+            step = max(1, _BLOCK_BYTES // max(1, slab * dtype.itemsize))
+            for low in range(0, shape[axis], step):
+                count = min(step, shape[axis] - low)
+                data = member.read(count * slab * dtype.itemsize)
+                if len(data) != count * slab * dtype.itemsize:
+                    raise UnsupportedError(f"convert: npz member {name!r} ends before the {shape} array it declares")
+                region = tuple(slice(low, low + count) if index == axis else slice(0, size)
+                               for index, size in enumerate(shape))
+                block_shape = tuple(count if index == axis else size for index, size in enumerate(shape))
+                yield region, np.frombuffer(data, dtype=dtype).reshape(block_shape, order="F" if fortran else "C")
+
+    chunks = tuple(max(1, size) for size in shape)
+    if shape:
+        slab_bytes = math.prod(size for index, size in enumerate(shape) if index != axis) * dtype.itemsize
+        chunks = tuple(max(1, min(size, _BLOCK_BYTES // max(1, slab_bytes))) if index == axis else max(1, size)
+                       for index, size in enumerate(shape))
+    return _Array(path, name, shape, dtype, chunks, blocks, {"key": name}, order="F" if fortran else "C")
+
+
+def _npy_header(stream: Any, what: str) -> tuple[tuple[int, ...], bool, np.dtype]:
+    try:
+        version = np.lib.format.read_magic(stream)
         read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
             np.lib.format.read_array_header_2_0
-        shape, fortran, dtype = read_header(member)
-    def blocks() -> Iterator[tuple[tuple[slice, ...], np.ndarray]]:
-        yield from _row_blocks(archive[name])()
+        shape, fortran, dtype = read_header(stream)
+    except ValueError as error:
+        raise UnsupportedError(f"convert: {what} is not a readable .npy: {error}") from None
+    if np.dtype(dtype).hasobject:
+        raise UnsupportedError(f"convert: {what} holds Python objects, which convert does not unpickle")
+    return tuple(shape), bool(fortran), np.dtype(dtype)
 
-    dtype = np.dtype(dtype)
-    return _Array(path, name, tuple(shape), dtype, _block_chunks(tuple(shape), dtype), blocks, {"key": name},
-                  order="F" if fortran and len(shape) > 1 else "C")
 
-
-def _npy_source(target: Any) -> _Source:
+def _npy_source(target: Any, storage_options: dict | None) -> _Source:
     array = np.load(target, mmap_mode="r", allow_pickle=False)
     return _Source("npy", {"": {}}, [_plain_array("array", "array", array)], lambda: None)
-
-
-def source_format(target: Any, storage_options: dict | None = None) -> str:
-    """The format of a conversion source: zarr, npz, npy, or an arrayio format (from its magic bytes)."""
-    if isinstance(target, (str, os.PathLike)):
-        text = os.fspath(target)
-        suffix = os.path.splitext(text.rstrip("/"))[1].lower()
-        if suffix in _EXTENSIONS:
-            return _EXTENSIONS[suffix]
-        if os.path.isdir(text):
-            return "zarr"
-        if is_url(text):
-            target = resolve(text, storage_options)
-    name = _registry.detect(target)
-    if name is None:
-        _registry.module_of_file(target)  # raises the registry's "not a file of any known format"
-    return str(name)
-
-
-def target_format(target: Any, to: str | None = None) -> str:
-    """The format to write: ``to`` when given, else the target's extension."""
-    if to is not None:
-        name = to.lower()
-        if name not in TARGETS:
-            raise UnsupportedError(f"convert: unknown target format {to!r}; known: {', '.join(TARGETS)}")
-        return name
-    suffix = os.path.splitext(os.fspath(target).rstrip("/"))[1].lower()
-    if suffix in _EXTENSIONS:
-        return _EXTENSIONS[suffix]
-    return _registry.format_for_extension(target)
-
-
-def _open_source(target: Any, fmt: str, storage_options: dict | None) -> _Source:
-    if fmt == "zarr":
-        return _zarr_source(target, storage_options)
-    if fmt == "npz":
-        return _npz_source(target)
-    if fmt == "npy":
-        return _npy_source(target)
-    return _arrayio_source(target, storage_options)
 
 
 # --------------------------------------------------------------------------- staging the output
@@ -276,7 +279,13 @@ def _warn(message: str) -> None:
     warnings.warn(message, ConversionWarning, stacklevel=3)
 
 
+# Attributes that describe an array rather than annotate it: no target needs to keep them.
 _ARRAY_FACTS = frozenset({"container", "dtype", "shape", "order", "key"})
+
+
+def _shown(attributes: dict, names: set[str]) -> str:
+    text = json.dumps({name: attributes[name] for name in sorted(names)}, default=str)
+    return text if len(text) <= 300 else text[:297] + "..."
 
 
 # --------------------------------------------------------------------------- writers
@@ -310,31 +319,21 @@ def _mapping_arrays(source: _Source, target_name: str) -> list[_Array]:
                                    f"{array.shape}")
         extra = set(array.attributes) - _ARRAY_FACTS
         if extra:
-            _warn(f"{target_name} keeps no array attributes: {array.path!r} loses {sorted(extra)}")
+            _warn(f"{target_name} keeps no array attributes: {array.path!r} loses {_shown(array.attributes, extra)}")
     if any(attributes for name, attributes in source.groups.items()
            if set(attributes) - {"arrayio_format"}):
         _warn(f"{target_name} keeps no group attributes")
     return source.arrays
 
 
-def _write_mapping(source: _Source, target_name: str, target: Any, spool: Path, progress: Progress) -> None:
+def _write_npz(source: _Source, target_name: str, target: Any, spool: Path, progress: Progress) -> None:
+    """An .npz written member by member, each from its source block by block (np.savez would copy each one)."""
     arrays = _mapping_arrays(source, target_name)
-    data = {array.key: _spooled(array, spool, progress) for array in arrays}
-    if target_name == "npz":
-        with atomic_write(target) as stream:
-            _write_npz(data, stream)
-        return
-    _registry.module_for(target_name).dump(data, target)
-
-
-def _write_npz(data: dict[str, np.ndarray], stream: Any) -> None:
-    """An .npz written member by member from the arrays' maps (np.savez would copy each one)."""
-    import zipfile
-
-    with zipfile.ZipFile(stream, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as archive:
-        for name, array in data.items():
-            with archive.open(name + ".npy", "w", force_zip64=True) as member:
-                np.lib.format.write_array(member, array, allow_pickle=False)
+    with atomic_write(target) as stream, \
+            zipfile.ZipFile(stream, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as archive:
+        for array in arrays:
+            with archive.open(array.key + ".npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, _spooled(array, spool, progress), allow_pickle=False)
 
 
 def _single_array(source: _Source, target_name: str) -> _Array:
@@ -354,52 +353,110 @@ def _in_file_order(array: _Array) -> bool:
     return tuple(array.chunks[1:]) == tuple(array.shape[1:])
 
 
-def _write_npy(array: _Array, stream: Any, spool: Path, progress: Progress) -> None:
-    fortran = array.order == "F" and len(array.shape) > 1
-    if not _in_file_order(array):
-        np.lib.format.write_array(stream, _spooled(array, spool, progress), allow_pickle=False)
-        return
-    header = {"descr": np.lib.format.dtype_to_descr(array.dtype), "fortran_order": fortran, "shape": array.shape}
-    np.lib.format.write_array_header_2_0(stream, header)
-    for _region, block in array.blocks():
-        stream.write(np.asarray(block, dtype=array.dtype).tobytes(order="F" if fortran else "C"))
-        progress(block.nbytes)
-
-
-def _write_single(source: _Source, target_name: str, target: Any, spool: Path, progress: Progress) -> None:
+def _write_npy(source: _Source, target_name: str, target: Any, spool: Path, progress: Progress) -> None:
     array = _single_array(source, target_name)
-    metadata = array.attributes.get("metadata") if source.format in ("pycauset", "zarr") else None
-    extra = set(array.attributes) - _ARRAY_FACTS - {"metadata", "active_slot", "generation"}
-    if extra and target_name != "zarr":
-        _warn(f"{target_name} keeps no attributes: {sorted(extra)} of {array.path!r} are left out")
-    if isinstance(metadata, dict) and target_name != "pycauset" and (
-            metadata.get("properties") or metadata.get("matrix_type") not in ("DENSE_FLOAT", "INTEGER", "VECTOR")):
-        _warn(f"{target_name} keeps no pycauset metadata: matrix_type {metadata.get('matrix_type')}, "
-              f"properties {sorted(metadata.get('properties', {}) or {})} are left out")
-    if target_name == "npy":
-        with atomic_write(target) as stream:
-            _write_npy(array, stream, spool, progress)
+    _warn_lost_attributes(array, target_name)
+    fortran = array.order == "F" and len(array.shape) > 1
+    with atomic_write(target) as stream:
+        if not _in_file_order(array):
+            np.lib.format.write_array(stream, _spooled(array, spool, progress), allow_pickle=False)
+            return
+        header = {"descr": np.lib.format.dtype_to_descr(array.dtype), "fortran_order": fortran, "shape": array.shape}
+        np.lib.format.write_array_header_2_0(stream, header)
+        for _region, block in array.blocks():
+            stream.write(np.asarray(block, dtype=array.dtype).tobytes(order="F" if fortran else "C"))
+            progress(block.nbytes)
+
+
+def _warn_lost_attributes(array: _Array, target_name: str) -> None:
+    extra = set(array.attributes) - _ARRAY_FACTS - {"active_slot", "generation"}
+    if extra:
+        _warn(f"{target_name} keeps no attributes: {_shown(array.attributes, extra)} of {array.path!r} are left out")
+
+
+def _write_format(spec: FormatSpec, source: _Source, target: Any, spool: Path, progress: Progress) -> None:
+    """A file of an arrayio format, written by its spec's ``save`` from the source's values."""
+    assert spec.save is not None
+    if _FAMILY[spec.model] == "mapping":
+        arrays = _mapping_arrays(source, spec.name)
+        spec.save({array.key: _spooled(array, spool, progress) for array in arrays}, target, {})
         return
-    values = _spooled(array, spool, progress)
-    if target_name == "bloscpack":
-        from . import bloscpack
-
-        bloscpack.pack_ndarray_to_file(values, target)
-        return
-    from . import pycauset
-
-    properties = None
-    if isinstance(metadata, dict):
-        if metadata.get("matrix_type") not in (None, "DENSE_FLOAT", "INTEGER", "VECTOR"):
-            _warn(f"pycauset: the {metadata.get('matrix_type')} matrix is saved dense")
-        properties = metadata.get("properties") if isinstance(metadata.get("properties"), dict) else None
-    pycauset.save(values, target, properties=properties)
+    array = _single_array(source, spec.name)
+    spec.save(_spooled(array, spool, progress), target, array.attributes)
 
 
-def _write_kdb_npz(source: Any, target: Any, progress: Progress) -> None:
-    from .kdb.convert import export_npz
+# --------------------------------------------------------------------------- the table of sides
 
-    export_npz(source, target, progress=lambda done, total: progress(0))
+@dataclass(frozen=True)
+class Side:
+    """A format convert reads or writes that is not an arrayio format: how it is named, read and written.
+
+    ``open(target, storage_options)`` reads it as a source; ``write(source,
+    target_name, target, spool, progress)`` writes a new file from one (zarr
+    folders get ``compression`` through their own writer below).
+    """
+
+    extensions: tuple[str, ...]
+    model: str
+    open: Callable[[Any, dict | None], _Source]
+    write: Callable[[_Source, str, Any, Path, Progress], None] | None
+
+
+SIDES: dict[str, Side] = {
+    "zarr": Side((".zarr",), "tree", _zarr_source, None),
+    "npz": Side((".npz",), "mapping", _npz_source, _write_npz),
+    "npy": Side((".npy",), "array", _npy_source, _write_npy),
+}
+
+
+def _model(name: str) -> str:
+    return _FAMILY[SIDES[name].model if name in SIDES else FORMATS[name].model]
+
+
+def targets_of(source_name: str) -> tuple[str, ...]:
+    """The formats a source of format ``source_name`` converts to."""
+    meets = _MEETS[_model(source_name)]
+    found = [name for name in (*FORMATS, *SIDES)
+             if _model(name) in meets and (name in SIDES or FORMATS[name].save is not None)]
+    if source_name in FORMATS:
+        found += [name for name in FORMATS[source_name].exports if name not in found]
+    return tuple(found)
+
+
+def source_format(target: Any, storage_options: dict | None = None) -> str:
+    """The format of a conversion source: a side by its extension (a folder is a Zarr store), else by magic bytes."""
+    if isinstance(target, (str, os.PathLike)):
+        text = os.fspath(target)
+        suffix = os.path.splitext(text.rstrip("/"))[1].lower()
+        for name, side in SIDES.items():
+            if suffix in side.extensions:
+                return name
+        if os.path.isdir(text):
+            return "zarr"
+        if is_url(text):
+            target = resolve(text, storage_options)
+    return spec_of_file(target).name  # a clear error when no format's magic bytes match
+
+
+def target_format(target: Any, to: str | None = None) -> str:
+    """The format to write: ``to`` when given, else the target's extension."""
+    if to is not None:
+        name = to.lower()
+        if name not in SIDES and name not in FORMATS:
+            raise UnsupportedError(f"convert: unknown target format {to!r}; known: "
+                                   f"{', '.join([*FORMATS, *SIDES])}")
+        return name
+    suffix = os.path.splitext(os.fspath(target).rstrip("/"))[1].lower()
+    for name, side in SIDES.items():
+        if suffix in side.extensions:
+            return name
+    return format_for_extension(target)
+
+
+def _open_source(target: Any, name: str, storage_options: dict | None) -> _Source:
+    if name in SIDES:
+        return SIDES[name].open(target, storage_options)
+    return _arrayio_source(target, storage_options)
 
 
 # --------------------------------------------------------------------------- the entry point
@@ -420,10 +477,10 @@ def convert(source: Any, target: Any, *, to: str | None = None, compression: str
     source_options = storage_options if is_url(source) else None
     source_name = source_format(source, source_options)
     target_name = target_format(target, to)
-    if target_name not in TARGETS.get(source_name, ()):
-        allowed = ", ".join(TARGETS.get(source_name, ())) or "nothing"
+    allowed = targets_of(source_name)
+    if target_name not in allowed:
         raise UnsupportedError(f"convert: {source_name} -> {target_name} is not a conversion the models allow; "
-                               f"{source_name} converts to {allowed}")
+                               f"{source_name} converts to {', '.join(allowed) or 'nothing'}")
     report = progress or (lambda nbytes: None)
     if is_url(target):
         if target_name == "zarr":
@@ -434,18 +491,21 @@ def convert(source: Any, target: Any, *, to: str | None = None, compression: str
         output = Path(os.fspath(target))
         output.parent.mkdir(parents=True, exist_ok=True)
         spool = output.parent
-    if source_name == "kdb" and target_name == "npz":
-        _write_kdb_npz(resolve(source, source_options) if is_url(source) else source, output, report)
+    export = FORMATS[source_name].exports.get(target_name) if source_name in FORMATS else None
+    if export is not None:
+        export(resolve(source, source_options) if is_url(source) else source, output, report)
         return target_name
     opened = _open_source(source, source_name, source_options)
     try:
         if target_name == "zarr":
             with atomic_folder(output, replace=True) as staging:
                 _write_zarr(opened, staging, compression, report)
-        elif target_name in _MAPPING:
-            _write_mapping(opened, target_name, output, spool, report)
+        elif target_name in SIDES:
+            write = SIDES[target_name].write
+            assert write is not None
+            write(opened, target_name, output, spool, report)
         else:
-            _write_single(opened, target_name, output, spool, report)
+            _write_format(FORMATS[target_name], opened, output, spool, report)
     finally:
         opened.close()
     return target_name
@@ -454,10 +514,10 @@ def convert(source: Any, target: Any, *, to: str | None = None, compression: str
 def total_bytes(source: Any, storage_options: dict | None = None) -> int:
     """Bytes of array data a conversion of ``source`` copies (for progress bars)."""
     storage_options = storage_options if is_url(source) else None
-    fmt = source_format(source, storage_options)
-    if fmt == "kdb":
+    name = source_format(source, storage_options)
+    if _model(name) == "episodes":
         return 0
-    opened = _open_source(source, fmt, storage_options)
+    opened = _open_source(source, name, storage_options)
     try:
         return sum(array.nbytes for array in opened.arrays)
     finally:

@@ -1,7 +1,7 @@
-"""dask collections built from the formats' byte-range indexes (optional extra ``dask``).
+"""dask collections over the array model of any file (optional extra ``dask``).
 
     to_dask(target, key=None, storage_options=None)   a dask.array whose chunks follow the file
-    kdb_bag(targets, storage_options=None)            a dask.bag of kdb episodes over many files
+    to_dask_tree(target, storage_options=None)        {path: dask.array} for every array of the file
     validate_many(targets, client=None)               {target: [problem, ...]} validated on a cluster
 
 Task graphs hold only the location (path or URL), storage options, byte
@@ -12,6 +12,7 @@ file are read once per worker, not once per task.
 
 from __future__ import annotations
 
+import importlib
 import math
 import os
 import threading
@@ -21,21 +22,25 @@ from typing import Any
 
 import numpy as np
 
-from ._registry import module_of_file
+from ._registry import spec_of_file
 from ._sources import RemoteFile, is_url, resolve
+from ._tree import Array, Group, tree_of
 from .errors import FormatError, Problem, UnsupportedError
 
-__all__ = ["BLOCK_BYTES", "kdb_bag", "to_dask", "validate_many"]
+__all__ = ["BLOCK_BYTES", "MAX_BLOCKS", "location_of", "reach", "to_dask", "to_dask_tree", "validate_many"]
 
 # An uncompressed array is split into row blocks of at most this many bytes (one byte range each).
 BLOCK_BYTES = 64 << 20
+# Blocks of one array at most: a file of a million tiny chunks gets runs of chunks per task, not a
+# million tasks (a graph that size takes the scheduler minutes and gigabytes).
+MAX_BLOCKS = 10_000
 # Opened files a worker process keeps (least recently used closed first).
 _OPEN_FILES = 16
 
 
 # --------------------------------------------------------------------------- where a task finds its bytes
 
-def _location(target: Any) -> tuple[str, dict, int | None, str | None]:
+def location_of(target: Any) -> tuple[str, dict, int | None, str | None]:
     """(path or URL, storage options, size, ETag): what a task needs to reach the same bytes."""
     if isinstance(target, RemoteFile):
         return target.url, target.storage_options, target.size, target.etag
@@ -45,7 +50,7 @@ def _location(target: Any) -> tuple[str, dict, int | None, str | None]:
                     f"got {type(target).__name__}")
 
 
-def _reach(location: str, options: dict, size: int | None, etag: str | None) -> Any:
+def reach(location: str, options: dict, size: int | None, etag: str | None) -> Any:
     """The path, or a RemoteFile for the URL (one that already knows the object's size and ETag when given)."""
     if not is_url(location):
         return location
@@ -60,21 +65,30 @@ class _OpenFiles:
         self._readers: OrderedDict[tuple, Any] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, location: str, options: dict, size: int | None, etag: str | None) -> Any:
+    def get(self, location: str, options: dict, size: int | None, etag: str | None) -> tuple[Any, Group]:
+        """(reader, tree) of the file, opened once per process."""
         key = (location, repr(sorted(options.items())), size, etag)
         with self._lock:
-            reader = self._readers.get(key)
-            if reader is not None:
+            found = self._readers.get(key)
+            if found is not None:
                 self._readers.move_to_end(key)
-                return reader
-        target = _reach(location, options, size, etag)
-        reader = module_of_file(target).open(target)
+                return found
+        target = reach(location, options, size, etag)
+        reader = spec_of_file(target).open(target)
+        found = (reader, tree_of(reader))
         with self._lock:
-            self._readers[key] = reader
+            self._readers[key] = found
             while len(self._readers) > self.capacity:
-                _key, old = self._readers.popitem(last=False)
+                _key, (old, _tree) = self._readers.popitem(last=False)
                 old.close()
-        return reader
+        return found
+
+    def array(self, location: str, options: dict, size: int | None, etag: str | None, path: str) -> Array:
+        """The array at ``path`` of the file's tree."""
+        node = self.get(location, options, size, etag)[1].find(path)
+        if not isinstance(node, Array):
+            raise UnsupportedError(f"{location}: no array at {path!r} (the file changed?)")
+        return node
 
 
 _open_files = _OpenFiles(_OPEN_FILES)
@@ -94,17 +108,10 @@ def _read_rows(location: str, options: dict, size: int | None, etag: str | None,
     offset = base + low * row_items * dtype_.itemsize
     if not is_url(location):
         return np.fromfile(location, dtype=dtype_, count=count, offset=offset).reshape((high - low, *trailing))
-    remote = _reach(location, options, size, etag)
+    remote = reach(location, options, size, etag)
     remote.readahead = 0
     data = remote.read(offset, count * dtype_.itemsize)
     return np.frombuffer(data, dtype=dtype_, count=count).reshape((high - low, *trailing))
-
-
-def _bloscpack_rows(location: str, options: dict, size: int | None, etag: str | None, step: int, rows: int,
-                    block_id: Any = None) -> np.ndarray:
-    """Rows of a bloscpack array: the chunks holding them, fetched in one request and verified."""
-    low, high = _row_range(block_id, step, rows)
-    return _open_files.get(location, options, size, etag)[low:high]
 
 
 # --------------------------------------------------------------------------- to_dask
@@ -132,124 +139,104 @@ def _token(*parts: Any) -> str:
     return tokenize(*parts)
 
 
-def to_dask(target: Any, key: str | None = None, storage_options: dict | None = None,
-            block_bytes: int = BLOCK_BYTES) -> Any:
-    """A ``dask.array`` over a bloscpack file, a kastore/kast key or a dense pycauset payload.
-
-    bloscpack: one dask chunk per bloscpack chunk (row-aligned chunks; otherwise
-    row blocks of about a chunk). kastore/kast keys and dense pycauset payloads
-    are uncompressed: row blocks of at most ``block_bytes``, one byte range each.
-    """
-    resolved = resolve(target, storage_options)
-    location = _location(resolved)
-    module = module_of_file(resolved)
-    name = module.FORMAT_NAME
-    with module.open(resolved) as reader:
-        if name == "bloscpack":
-            return _bloscpack_array(reader, location)
-        if name in ("kastore", "kast"):
-            return _keyed_array(reader, key, location, block_bytes)
-        if name == "pycauset":
-            return _matrix_array(reader, location, block_bytes)
-    raise UnsupportedError(f"to_dask: {name} files hold episodes, not one array; use kdb_bag")
+def _pick(root: Group, key: str | None) -> tuple[str, Array]:
+    """The array named ``key`` (its path in the tree, or its ``key`` attribute), or the file's only array."""
+    if key is not None:
+        for path, array in root.arrays():
+            if key in (path, array.attributes.get("key")):
+                return path, array
+        raise KeyError(key)
+    arrays = list(root.arrays())
+    if len(arrays) != 1:
+        names = [str(array.attributes.get("key", path)) for path, array in arrays[:10]]
+        raise UnsupportedError(f"to_dask: the file holds {len(arrays)} arrays; name one with key= (arrays: "
+                               f"{', '.join(map(repr, names))}{' ...' if len(arrays) > 10 else ''}), or take them "
+                               "all with to_dask_tree")
+    return arrays[0]
 
 
-def _bloscpack_array(reader: Any, location: tuple) -> Any:
-    shape, dtype = reader.shape, reader.dtype
-    name = f"arrayio-bloscpack-{_token(location, shape, str(dtype))}"
-    if reader.order != "C" or not shape:
-        return _whole_array(location, shape, dtype, name)
-    row_bytes = math.prod(shape[1:]) * dtype.itemsize
-    chunk_bytes = int(reader.header.chunk_size) if reader.header.chunk_size > 0 else int(reader.starts[1])
-    return _array(_bloscpack_rows, location, _rows_per_block(row_bytes, chunk_bytes), shape, dtype, name)
+def _raw_rows(array: Array) -> tuple[int, np.dtype] | None:
+    """(byte offset, stored dtype) when the array is consecutive raw rows of the file; else None."""
+    if [codec["name"] for codec in array.codecs] != ["bytes"] or array.reference is None or not array.shape:
+        return None
+    if tuple(array.chunks[1:]) != tuple(array.shape[1:]) or array.nchunks == 0:
+        return None
+    origin = (0,) * len(array.shape)
+    first = array.reference(origin)
+    if first is None:
+        return None
+    if array.grid[0] > 1:
+        second = array.reference((1, *origin[1:]))
+        if second is None or second.offset != first.offset + array.chunk_nbytes:
+            return None
+    endian = array.codecs[0].get("configuration", {}).get("endian", "little")
+    return first.offset, array.dtype.newbyteorder(">" if endian == "big" else "<")
 
 
-def _whole_array(location: tuple, shape: tuple[int, ...], dtype: np.dtype, name: str) -> Any:
-    """Fortran-order and 0-d arrays: one block, read whole."""
-    import dask
+def _read_chunks(location: str, options: dict, size: int | None, etag: str | None, path: str, per_block: int,
+                 block_id: Any = None) -> np.ndarray:
+    """Model chunks of one block (``per_block`` of them along the first axis), read where the task runs."""
+    array = _open_files.array(location, options, size, etag, path)
+    block = tuple(block_id or ())
+    if not array.shape:
+        return np.asarray(array.read(()), dtype=array.dtype)
+    first = block[0] * per_block
+    parts = [array.read((index, *block[1:])) for index in range(first, min(first + per_block, array.grid[0]))]
+    joined = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
+    return np.asarray(joined, dtype=array.dtype)
+
+
+def _model_array(array: Array, path: str, location: tuple, name: str) -> Any:
+    """One dask chunk per model chunk; runs of chunks along the first axis when there would be over MAX_BLOCKS."""
     import dask.array
 
-    return dask.array.from_delayed(dask.delayed(_whole, pure=True, name=name)(*location), shape, dtype=dtype)
+    per_block = max(1, -(-array.nchunks // MAX_BLOCKS))
+    meta = np.empty((0,) * len(array.shape), dtype=array.dtype)
+    if not array.shape:
+        return dask.array.map_blocks(_read_chunks, *location, path, 1, chunks=(), dtype=array.dtype, name=name,
+                                     meta=meta)
+    step = array.chunks[0] * per_block
+    first = tuple(min(step, array.shape[0] - low) for low in range(0, array.shape[0], step)) or (0,)
+    rest = tuple(tuple(min(chunk, size - low) for low in range(0, size, chunk)) or (0,)
+                 for chunk, size in zip(array.chunks[1:], array.shape[1:]))
+    return dask.array.map_blocks(_read_chunks, *location, path, per_block, chunks=(first, *rest), dtype=array.dtype,
+                                 name=name, meta=meta)
 
 
-def _whole(location: str, options: dict, size: int | None, etag: str | None) -> np.ndarray:
-    return _open_files.get(location, options, size, etag).read()
-
-
-def _keyed_array(store: Any, key: str | None, location: tuple, block_bytes: int) -> Any:
-    keys = list(store)
-    if key is None:
-        if len(keys) != 1:
-            raise ValueError(f"to_dask: the store holds {len(keys)} keys; name one with key= (keys: "
-                             f"{', '.join(map(repr, keys[:10]))}{' ...' if len(keys) > 10 else ''})")
-        key = keys[0]
-    if key not in store:
-        raise KeyError(key)
-    info = store.info(key)
-    offset, _length = store.extent(key)
-    dtype = np.dtype(info.dtype).newbyteorder("<")  # stored little-endian; info.dtype is the name
-    name = f"arrayio-{store.layout_name}-{_token(location, key)}"
-    return _array(_read_rows, (*location, offset, 1, dtype.str, ()), _rows_per_block(dtype.itemsize, block_bytes),
-                  info.shape, dtype, name)
-
-
-def _matrix_array(container: Any, location: tuple, block_bytes: int) -> Any:
-    layout = container.layout
-    if not layout.zero_copy:
-        raise UnsupportedError(f"to_dask: pycauset {layout.matrix_type}/{layout.data_type} payloads are packed, "
-                               "not plain rows; load them with arrayio.pycauset.load")
-    dtype = layout.dtype
-    trailing = () if layout.is_vector else (layout.cols,)
+def _dask_array(array: Array, path: str, location: tuple, block_bytes: int) -> Any:
+    name = f"arrayio-{_token(location, path, array.shape, str(array.dtype))}"
+    raw = _raw_rows(array)
+    if raw is None:
+        return _model_array(array, path, location, name)
+    offset, dtype = raw
+    trailing = tuple(array.shape[1:])
     row_items = math.prod(trailing)
-    name = f"arrayio-pycauset-{_token(location, container.payload_offset)}"
-    array = _array(_read_rows, (*location, container.payload_offset, row_items, dtype.str, trailing),
-                   _rows_per_block(row_items * dtype.itemsize, block_bytes), (layout.rows, *trailing), dtype, name)
-    return layout.orient(array)
+    return _array(_read_rows, (*location, offset, row_items, dtype.str, trailing),
+                  _rows_per_block(row_items * dtype.itemsize, block_bytes), array.shape, array.dtype, name)
 
 
-# --------------------------------------------------------------------------- kdb_bag
+def to_dask(target: Any, key: str | None = None, storage_options: dict | None = None,
+            block_bytes: int = BLOCK_BYTES) -> Any:
+    """A ``dask.array`` over one array of a file: its only one, or the one named ``key`` (tree path or key).
 
-def _episodes(location: str, options: dict, size: int | None, etag: str | None, start: int,
-              stop: int | None) -> list:
-    """Episodes ``start..stop`` of one kdb file, their images decoded (a partition of kdb_bag)."""
-    from .kdb import Episode
-
-    target = _reach(location, options, size, etag)
-    episodes = []
-    with module_of_file(target).open(target) as kdb:
-        for position in range(start, len(kdb) if stop is None else stop):
-            episode = kdb.read_episode(position)
-            images = {camera: np.asarray(frames) for camera, frames in episode.images.items()}
-            episodes.append(Episode(episode.meta, episode.steps.copy(), images))  # type: ignore[arg-type]
-    return episodes
-
-
-def kdb_bag(targets: Iterable[Any], storage_options: dict | None = None,
-            episodes_per_partition: int | None = None) -> Any:
-    """A ``dask.bag`` of the episodes of many ``.kdb`` files (paths or URLs).
-
-    One partition per file, or per ``episodes_per_partition`` episodes (then
-    each file's header is read here to count them). Elements are ``kdb.Episode``
-    values whose ``images`` map camera -> (frames, H, W, C) uint8 arrays.
+    An array that is raw rows of the file is read in row blocks of at most
+    ``block_bytes``, one byte range each; any other gets one dask chunk per
+    chunk of its format's model (a Blosc chunk, a frame), or runs of them when
+    the file has so many chunks that the graph would pass ``MAX_BLOCKS``.
     """
-    import dask
-    import dask.bag
+    resolved = resolve(target, storage_options)
+    location = location_of(resolved)
+    with spec_of_file(resolved).open(resolved) as reader:
+        path, array = _pick(tree_of(reader), key)
+        return _dask_array(array, path, location, block_bytes)
 
-    parts = []
-    for target in targets:
-        if episodes_per_partition is None:  # nothing to read here: the worker opens the file
-            where = target.url if isinstance(target, RemoteFile) else (
-                target if is_url(target) else os.path.abspath(os.fspath(target)))
-            parts.append(dask.delayed(_episodes, pure=True)(where, dict(storage_options or {}), None, None, 0, None))
-            continue
-        resolved = resolve(target, storage_options)
-        location = _location(resolved)
-        with module_of_file(resolved).open(resolved) as kdb:
-            count = len(kdb)
-        for start in range(0, count, episodes_per_partition):
-            parts.append(dask.delayed(_episodes, pure=True)(*location, start,
-                                                            min(count, start + episodes_per_partition)))
-    return dask.bag.from_delayed(parts)
+
+def to_dask_tree(target: Any, storage_options: dict | None = None, block_bytes: int = BLOCK_BYTES) -> dict[str, Any]:
+    """{path: dask.array} for every array of the file's tree, each made as :func:`to_dask` makes one."""
+    resolved = resolve(target, storage_options)
+    location = location_of(resolved)
+    with spec_of_file(resolved).open(resolved) as reader:
+        return {path: _dask_array(array, path, location, block_bytes) for path, array in tree_of(reader).arrays()}
 
 
 # --------------------------------------------------------------------------- validate_many
@@ -258,8 +245,8 @@ def _checked(target: Any, storage_options: dict | None) -> tuple[str | None, lis
     """(format name, problems) of one target; an unreadable target is a problem, not an exception."""
     try:
         resolved = resolve(target, storage_options or None)
-        module = module_of_file(resolved)
-        return module.FORMAT_NAME, module.validate(resolved)
+        spec = spec_of_file(resolved)
+        return spec.name, importlib.import_module(spec.module).validate(resolved)
     except FormatError as error:
         return None, [Problem.from_error(error)]
     except OSError as error:

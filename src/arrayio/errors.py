@@ -41,6 +41,7 @@ __all__ = [
     "VersionTooNewError",
     "UnsupportedError",
     "LimitError",
+    "ConversionWarning",
     "ClosedError",
     "WriteError",
     "Problem",
@@ -158,6 +159,10 @@ class UnsupportedError(ArrayIOError, ValueError):
 
 class LimitError(UnsupportedError):
     """A request would take more memory or entries than a limit allows; the message names the limit to raise."""
+
+
+class ConversionWarning(UserWarning):
+    """A conversion's target cannot hold something the source has (attributes, a matrix type, ...)."""
 
 
 class ClosedError(ArrayIOError, ValueError):

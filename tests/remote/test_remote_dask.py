@@ -11,6 +11,7 @@ import pytest
 import arrayio
 from arrayio import bloscpack, kastore, kdb, pycauset
 from arrayio import dask as arrayio_dask
+from arrayio.kdb.dask import kdb_bag
 
 pytestmark = pytest.mark.slow
 
@@ -77,9 +78,16 @@ def test_transposed_pycauset_and_local_paths(dask_client, tmp_path):
     assert np.array_equal(array.compute(), matrix.T)
 
 
-def test_kdb_is_a_bag_not_an_array(samples):
-    with pytest.raises(arrayio.UnsupportedError, match="kdb_bag"):
+def test_kdb_holds_many_arrays_named_by_key_or_taken_as_a_tree(samples):
+    with pytest.raises(arrayio.UnsupportedError, match="name one with key="):
         arrayio_dask.to_dask(samples("kdb/ours"))
+    with kdb.open(samples("kdb/ours")) as local:
+        states = local.read_episode(0).states
+        episode_id = local.read_meta(0).episode_id
+    tree = arrayio_dask.to_dask_tree(samples("kdb/ours"))
+    assert np.array_equal(tree[f"episodes/{episode_id}/states"].compute(), states)
+    assert np.array_equal(arrayio_dask.to_dask(samples("kdb/ours"), key=f"episodes/{episode_id}/states").compute(),
+                          states)
 
 
 def _summary(episode) -> tuple:
@@ -92,9 +100,9 @@ def test_kdb_bag_over_http_and_s3(dask_client, http_server, s3_put, s3_options, 
     urls = [http_server.put(f"bag/{index}.kdb", data) for index in range(2)]
     with kdb.open(samples("kdb/ours")) as local:
         expected = [_summary(episode) for episode in local] * 2
-    assert arrayio_dask.kdb_bag(urls).map(_summary).compute() == expected
+    assert kdb_bag(urls).map(_summary).compute() == expected
     s3_urls = [s3_put(f"bag/{index}.kdb", data) for index in range(2)]
-    bag = arrayio_dask.kdb_bag(s3_urls, storage_options=s3_options, episodes_per_partition=5)
+    bag = kdb_bag(s3_urls, storage_options=s3_options, episodes_per_partition=5)
     assert bag.npartitions == 6
     assert bag.map(_summary).compute() == expected
 

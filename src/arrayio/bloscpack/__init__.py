@@ -76,6 +76,7 @@ from ._writer import (
     pack_ndarray_to_file,
     rewrite_metadata,
 )
+from ._writer import save_model as _save
 
 # The bloscpack release whose API this module mirrors (arrayio's own version is arrayio.__version__).
 __version__ = "0.16.0"
@@ -99,4 +100,5 @@ __all__ = [
 
 # This format, as the registry and every view know it.
 FORMAT = FormatSpec(FORMAT_NAME, MAGIC, (EXTENSION,), "array", "bloscpack 3: one Blosc-compressed array or byte stream",
-                    open=open, demo=demo, tree=_tree, sections=_sections, errors=_ERRORS, module=__name__)
+                    open=open, demo=demo, tree=_tree, sections=_sections, errors=_ERRORS, module=__name__,
+                    save=_save)

@@ -335,6 +335,11 @@ def rewrite_metadata(path: Any, metadata: Any, checksum: str | None = None, code
 # -- the reference's pack functions -----------------------------------------------------------
 
 
+def save_model(values: np.ndarray, filename: Any, attributes: dict) -> None:
+    """Write one array of the array model (``arrayio convert``); its attributes are not kept."""
+    pack_ndarray_to_file(values, filename)
+
+
 def pack_ndarray_to_file(ndarray: np.ndarray, filename: Any, chunk_size: int | str = DEFAULT_CHUNK_SIZE,
                          blosc_args: Any = None, bloscpack_args: Any = None, metadata_args: Any = None) -> None:
     """Write ``ndarray`` (any non-object dtype, any order) to a new file, atomically."""

@@ -197,14 +197,14 @@ def cat(file: str, key: str, storage_options: tuple[str, ...]) -> None:
 @storage_option
 def convert(source: str, target: str, to: str | None, compression: str, storage_options: tuple[str, ...]) -> None:
     """Convert SOURCE to TARGET chunk by chunk (paths or URLs; arrayio's five formats, .zarr, .npz, .npy)."""
-    from ..convert import TARGETS, source_format, target_format, total_bytes
     from ..convert import convert as convert_file
+    from ..convert import source_format, target_format, targets_of, total_bytes
 
     options = storage_options_of(storage_options) or None
     source_name, target_name = source_format(source, options), target_format(target, to)
-    if target_name not in TARGETS.get(source_name, ()):
+    if target_name not in targets_of(source_name):
         fail(f"convert: {source_name} -> {target_name} is not a conversion the models allow; {source_name} "
-             f"converts to {', '.join(TARGETS.get(source_name, ()))}", 2)
+             f"converts to {', '.join(targets_of(source_name))}", 2)
     with progress(os.path.basename(source), total_bytes(source, options) or None, unit="bytes") as bar:
         convert_file(source, target, to=to, compression=compression, storage_options=options,
                      progress=bar.advance)

@@ -17,6 +17,7 @@ from ._errors import ERRORS as _ERRORS
 from ._errors import NoStoreError, StoreClosedError
 from ._map import sections as _sections
 from ._protocol import cat, demo, entries, info, open, validate
+from ._protocol import save_model as _save
 from ._reader import load, loads
 from ._records import EXTENSION, FORMAT_NAME, MAGIC
 from ._writer import dump, dumps
@@ -28,4 +29,5 @@ __all__ = [
 
 # This format, as the registry and every view know it.
 FORMAT = FormatSpec(FORMAT_NAME, MAGIC, (EXTENSION,), "mapping", "KAST draft layout: key -> 1-D array",
-                    open=open, demo=demo, tree=_tree, sections=_sections, errors=_ERRORS, module=__name__)
+                    open=open, demo=demo, tree=_tree, sections=_sections, errors=_ERRORS, module=__name__,
+                    save=_save)

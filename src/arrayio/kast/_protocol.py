@@ -6,4 +6,4 @@ from .._keyed import keyed_hooks
 from ._reader import load, loads
 from ._writer import dump
 
-open, validate, info, entries, cat, demo = keyed_hooks(load, loads, dump, "demo.kast")  # noqa: A001 - the protocol names
+open, validate, info, entries, cat, demo, save_model = keyed_hooks(load, loads, dump, "demo.kast")  # noqa: A001 - the protocol names

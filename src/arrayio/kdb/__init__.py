@@ -12,6 +12,9 @@ The byte layout and every decision the original spec leaves open are in
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from .._registry import FormatSpec
 from ._codec import EpisodeMeta
 from ._errors import (
@@ -64,6 +67,14 @@ __all__ = [
     "validate",
 ]
 
+def _export_npz(source: Any, target: Any, progress: Callable[[int], None]) -> None:
+    """kdb -> .npz for ``arrayio convert``: every episode's arrays, images decoded (see convert.export_npz)."""
+    from .convert import export_npz
+
+    export_npz(source, target, progress=lambda done, total: progress(0))
+
+
 # This format, as the registry and every view know it.
 FORMAT = FormatSpec(FORMAT_NAME, MAGIC, (EXTENSION,), "episodes", "kdb (KINO) 0.1: robot-learning episodes",
-                    open=open, demo=demo, tree=_tree, sections=_sections, errors=_ERRORS, module=__name__)
+                    open=open, demo=demo, tree=_tree, sections=_sections, errors=_ERRORS, module=__name__,
+                    exports={"npz": _export_npz})

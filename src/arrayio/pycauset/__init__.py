@@ -45,6 +45,7 @@ from ._reader import (
 from ._records import EXTENSION, FORMAT_NAME, MAGIC
 from ._tree import tree as _tree
 from ._writer import save, update_metadata
+from ._writer import save_model as _save
 
 __all__ = [
     "ERRORS",
@@ -80,4 +81,5 @@ __all__ = [
 
 # This format, as the registry and every view know it.
 FORMAT = FormatSpec(FORMAT_NAME, MAGIC, (EXTENSION,), "matrix", "pycauset container 1: one matrix + typed metadata",
-                    open=open, demo=demo, tree=_tree, sections=_sections, errors=_ERRORS, module=__name__)
+                    open=open, demo=demo, tree=_tree, sections=_sections, errors=_ERRORS, module=__name__,
+                    save=_save)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
+import warnings
 import zlib
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -13,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from .._binary import Source, Writer, fsync_file, locked, output_stream, round_up, truncate_at, write_at
-from ..errors import UnsupportedError
+from ..errors import ConversionWarning, UnsupportedError
 from ._codec import encode_metadata
 from ._errors import ERRORS
 from ._matrices import (
@@ -246,3 +247,15 @@ def _restore(fd: int, name: str, slot_offset: int, old_slot: bytes, file_size: i
         truncate_at(fd, file_size, name)
     with contextlib.suppress(OSError):
         fsync_file(fd, name)
+
+
+def save_model(values: Any, path: Any, attributes: dict) -> None:
+    """Save one array of the array model (``arrayio convert``): dense, with the source's pycauset properties."""
+    metadata = attributes.get("metadata")
+    properties = None
+    if isinstance(metadata, dict):
+        if metadata.get("matrix_type") not in (None, "DENSE_FLOAT", "INTEGER", "VECTOR"):
+            warnings.warn(f"pycauset: the {metadata.get('matrix_type')} matrix is saved dense", ConversionWarning,
+                          stacklevel=3)
+        properties = metadata.get("properties") if isinstance(metadata.get("properties"), dict) else None
+    save(values, path, properties=properties)
