@@ -1,9 +1,10 @@
 """VirtualiZarr views of any arrayio file: a parser (the VirtualiZarr 2 protocol) over the array model.
 
 ``Parser()`` is called by ``virtualizarr.open_virtual_dataset(url, parser=Parser(), registry=registry)``
-with the file's URL and the user's ``ObjectStoreRegistry``. It opens the file
-through the registry's object store (not through arrayio's own remote
-sources), builds the file's tree (:func:`arrayio._tree.tree_of`) and returns a
+with the file's URL and the user's ``ObjectStoreRegistry``. It reads the
+file's header and index in byte ranges through the registry's object store
+(the user's, with their credentials: arrayio's ranged reader over a small
+fsspec filesystem wrapping that store), builds the file's tree (:func:`arrayio._tree.tree_of`) and returns a
 ``ManifestStore``: each chunk of an array is a manifest entry (the URL, the
 byte offset and length of the chunk in the file) and each array keeps the
 codec chain that decodes those bytes (raw little-endian bytes, a Blosc1
@@ -172,11 +173,10 @@ class _Opened:
 
 
 class Parser:
-    """A VirtualiZarr 2 parser of kastore/tskit, KAST, bloscpack, pycauset and kdb files.
+    """A VirtualiZarr 2 parser of a file of any format arrayio reads.
 
     ``group`` makes that group of the file the root of the ManifestStore
-    (``"nodes"`` of a tree sequence; VirtualiZarr opens one group as a
-    Dataset). ``computed="error"`` (the default) refuses arrays with computed
+    (VirtualiZarr opens the root group as a Dataset). ``computed="error"`` (the default) refuses arrays with computed
     chunks and names them; ``"skip"`` leaves them out, lists their paths in
     ``left_out`` and warns with :class:`ComputedChunksWarning`.
     """

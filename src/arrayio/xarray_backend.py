@@ -130,9 +130,9 @@ def _open_tree(filename_or_obj: Any, storage_options: dict | None) -> tuple[Any,
 
 
 class ArrayioBackendEntrypoint(BackendEntrypoint):
-    """``engine="arrayio"``: any kastore, KAST, bloscpack, kdb or pycauset file (path, URL or file object)."""
+    """``engine="arrayio"``: a file of any format arrayio reads (a path, a URL or an fsspec file)."""
 
-    description = "Open arrayio files (kastore, KAST, bloscpack, kdb, pycauset) lazily from their array model"
+    description = "Open any file arrayio reads, lazily, through its array model"
     url = "https://github.com/arrayio/arrayio/blob/main/docs/zarr.md"
     open_dataset_parameters = ("filename_or_obj", "drop_variables", "group", "storage_options")
 
