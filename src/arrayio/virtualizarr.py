@@ -39,83 +39,85 @@ from ._tree import Array, Group, tree_of
 from .errors import UnsupportedError
 from .xarray_backend import group_at
 
-__all__ = ["ComputedChunksWarning", "Parser", "open_virtual_dataset", "open_virtual_datatree"]
+__all__ = ["ComputedChunksWarning", "Parser", "open_virtual_dataset", "open_virtual_datatree", "to_icechunk"]
 
 class ComputedChunksWarning(UserWarning):
     """Arrays whose chunks are computed from the file were left out of a manifest (``Parser(computed="skip")``)."""
 
 
+Coords = tuple[int, ...]
+
+
 @dataclass
 class _Manifests:
-    """What one pass over a file's tree gives: the manifest group and the arrays it could not hold."""
+    """What one pass over a file's tree gives: the manifest group, and the arrays with computed chunks
+    (path below the opened group -> the array and the coordinates of those chunks)."""
 
     group: ManifestGroup
-    computed: dict[str, Array] = field(default_factory=dict)  # path below the opened group -> array
+    computed: dict[str, tuple[Array, list[Coords]]] = field(default_factory=dict)
 
 
-def _computed_chunk(array: Array) -> tuple[int, ...] | None:
+def _computed_chunk(array: Array) -> Coords | None:
     """The first chunk of ``array`` that is computed rather than a byte range of the file, or None."""
-    if array.reference is None:
-        return tuple(0 for _ in array.shape)
     for coords in np.ndindex(*array.grid):
         if array.chunk_reference(coords) is None:
             return coords
     return None
 
 
-def _manifest_array(array: Array, url: str) -> ManifestArray | None:
-    """The array with a manifest entry per chunk, or None when a chunk is computed."""
-    if array.reference is None:
-        return None
-    grid = array.grid
-    offsets = np.zeros(grid, dtype=np.uint64)
-    lengths = np.zeros(grid, dtype=np.uint64)
-    for coords in np.ndindex(*grid):
-        ref = array.reference(coords)
+def _manifest_array(array: Array, url: str, partial: bool) -> tuple[ManifestArray | None, list[Coords]]:
+    """The array with a manifest entry per referencable chunk, and the coordinates of its computed chunks.
+
+    Without ``partial`` the first computed chunk ends the pass and no manifest is made: a manifest
+    entry left empty reads as the fill value, which only a writer that stores those chunks itself
+    (:func:`to_icechunk`) may allow.
+    """
+    # An empty array has no chunks, but VirtualiZarr 2.5's ChunkManifest.iter_refs (used by to_icechunk)
+    # fails on a zero-size grid (fixed upstream in zarr-developers/VirtualiZarr#1062, not yet released):
+    # such a manifest holds one chunk with the empty path, VirtualiZarr's "not stored", never asked for.
+    table = tuple(max(size, 1) for size in array.grid)
+    paths = np.full(table, "", dtype=np.dtypes.StringDType())
+    offsets = np.zeros(table, dtype=np.uint64)
+    lengths = np.zeros(table, dtype=np.uint64)
+    computed: list[Coords] = []
+    for coords in np.ndindex(*array.grid):
+        ref = array.chunk_reference(coords)
         if ref is None:
-            return None
-        offsets[coords], lengths[coords] = ref.offset, ref.length
-    paths = np.full(grid, url, dtype=np.dtypes.StringDType())
-    if 0 in grid:
-        # An empty array has no chunks, but VirtualiZarr 2.5's ChunkManifest.iter_refs (used by to_icechunk)
-        # fails on a zero-size grid (fixed upstream in zarr-developers/VirtualiZarr#1062, not yet released):
-        # one chunk with the empty path, VirtualiZarr's "not stored", which nothing ever asks for.
-        ones = tuple(max(size, 1) for size in grid)
-        paths = np.full(ones, "", dtype=np.dtypes.StringDType())
-        offsets, lengths = np.zeros(ones, dtype=np.uint64), np.zeros(ones, dtype=np.uint64)
+            computed.append(coords)
+            if not partial:
+                return None, computed
+            continue
+        paths[coords], offsets[coords], lengths[coords] = url, ref.offset, ref.length
     manifest = ChunkManifest.from_arrays(paths=paths, offsets=offsets, lengths=lengths, validate_paths=False)
-    metadata = create_v3_array_metadata(shape=tuple(array.shape), data_type=np.dtype(array.dtype),
-                                        chunk_shape=tuple(array.chunks), fill_value=array.fill_value,
-                                        codecs=[dict(codec) for codec in array.codecs],
-                                        dimension_names=tuple(array.dimension_names),
-                                        attributes=dict(array.attributes))
-    return ManifestArray(metadata=metadata, chunkmanifest=manifest)
+    metadata = create_v3_array_metadata(
+        shape=tuple(array.shape), data_type=np.dtypes.StringDType() if array.strings else np.dtype(array.dtype),
+        chunk_shape=tuple(array.chunks), fill_value=array.fill_value, codecs=[dict(codec) for codec in array.codecs],
+        dimension_names=tuple(array.dimension_names), attributes=dict(array.attributes))
+    return ManifestArray(metadata=metadata, chunkmanifest=manifest), computed
 
 
-def _manifests(group: Group, url: str, where: str) -> _Manifests:
-    """The manifest group of ``group`` (at path ``where`` of the file) and its arrays with computed chunks."""
+def _manifests(group: Group, url: str, partial: bool) -> _Manifests:
+    """The manifest group of ``group`` and its arrays with computed chunks (left out unless ``partial``)."""
     arrays: dict[str, ManifestArray] = {}
     groups: dict[str, ManifestGroup] = {}
-    computed: dict[str, Array] = {}
+    computed: dict[str, tuple[Array, list[Coords]]] = {}
     for name, child in group.children.items():
         if isinstance(child, Group):
-            below = _manifests(child, url, f"{where}/{name}" if where else name)
+            below = _manifests(child, url, partial)
             groups[name] = below.group
-            computed.update({f"{name}/{path}": array for path, array in below.computed.items()})
-        elif (virtual := _manifest_array(child, url)) is not None:
+            computed.update({f"{name}/{path}": found for path, found in below.computed.items()})
+            continue
+        virtual, chunks = _manifest_array(child, url, partial)
+        if virtual is not None:
             arrays[name] = virtual
-        else:
-            computed[name] = child
+        if chunks:
+            computed[name] = (child, chunks)
     return _Manifests(ManifestGroup(arrays=arrays, groups=groups, attributes=dict(group.attributes)), computed)
 
 
-def _describe(computed: dict[str, Array], where: str) -> str:
-    parts = []
-    for path, array in computed.items():
-        coords = _computed_chunk(array)
-        full = "/".join(part for part in (where.strip("/"), path) if part)
-        parts.append(f"{full} (chunk {coords})")
-    return ", ".join(parts)
+def _describe(computed: dict[str, tuple[Array, list[Coords]]], where: str) -> str:
+    return ", ".join(f"{'/'.join(part for part in (where.strip('/'), path) if part)} (chunk {chunks[0]})"
+                     for path, (_array, chunks) in computed.items())
 
 
 class _ObjectStoreFiles(fsspec.AbstractFileSystem):
@@ -191,8 +193,8 @@ class Parser:
     def __call__(self, url: str, registry: ObjectStoreRegistry) -> ManifestStore:
         """The ManifestStore of the file at ``url``, read through ``registry``'s object store."""
         with _Opened(url, registry) as opened:
-            manifests = _manifests(group_at(opened.tree, self.group), url, self.group or "")
-            listed = _describe(manifests.computed, self.group or "")  # the reader answers while open
+            manifests = _manifests(group_at(opened.tree, self.group), url, partial=False)
+        listed = _describe(manifests.computed, self.group or "")
         self.left_out = list(manifests.computed)
         if manifests.computed and self.computed == "error":
             raise UnsupportedError(
@@ -253,3 +255,28 @@ def open_virtual_datatree(url: str, registry: ObjectStoreRegistry, *, group: str
         node = tree[path] if path else tree
         node.dataset = node.to_dataset().assign(loaded)
     return tree
+
+
+def to_icechunk(url: str, registry: ObjectStoreRegistry, store: Any, *, group: str | None = None) -> dict[str, int]:
+    """Write the file (or its group ``group``) into an Icechunk session's ``store``; commit the session after.
+
+    Every referencable chunk becomes a virtual reference to ``url``; every computed chunk is read
+    through ``registry``'s store and written as an Icechunk chunk, one chunk at a time, so an array
+    with one computed chunk (a short last Blosc chunk) is still referenced everywhere else, and
+    memory holds one chunk. Returns {array path: chunks written} for the arrays with computed chunks.
+    """
+    import zarr
+
+    with _Opened(url, registry) as opened:
+        manifests = _manifests(group_at(opened.tree, group), url, partial=True)
+        tree = ManifestStore(group=manifests.group, registry=registry).to_virtual_datatree(loadable_variables=[])
+        with warnings.catch_warnings():
+            # VirtualiZarr warns about a dataset of no virtual reference: its chunks are written next.
+            warnings.filterwarnings("ignore", "Attempting to write an entirely non-virtual", UserWarning)
+            tree.vz.to_icechunk(store)
+        root = zarr.open_group(store=store, mode="r+", zarr_format=3)
+        for path, (array, chunks) in manifests.computed.items():
+            target = root[path]
+            for coords in chunks:
+                target[array.region(coords)] = array.read(coords)
+    return {path: len(chunks) for path, (_array, chunks) in manifests.computed.items()}

@@ -90,3 +90,39 @@ def test_computed_arrays_are_stored_as_chunks_beside_the_references(tmp_path, re
                           pycauset.load(dense).values())
     assert np.array_equal(xr.open_zarr(session.store, group="causal", consolidated=False)["matrix"].values,
                           pycauset.load(packed).values())
+
+
+def test_to_icechunk_references_all_but_the_computed_chunks(tmp_path, registry):
+    import arrayio.bloscpack as blp
+    from arrayio import kdb
+    from arrayio.virtualizarr import to_icechunk
+
+    data = tmp_path / "data"
+    data.mkdir()
+    short = data / "short.blp"
+    array = np.arange(1003 * 7, dtype="<f8").reshape(1003, 7)
+    blp.pack_ndarray_to_file(array, short, chunk_size=5600)  # 10 chunks of 100 rows, then one of 3 rows
+    repo = local_repository(tmp_path / "repo", data)
+    session = repo.writable_session("main")
+    assert to_icechunk(short.resolve().as_uri(), registry, session.store) == {"array": 1}
+    session.commit("bloscpack: ten references and one stored chunk")
+    session = repo.readonly_session(branch="main")
+    assert len(session.all_virtual_chunk_locations()) == 10
+    assert np.array_equal(xr.open_zarr(session.store, consolidated=False)["array"].values, array)
+
+    episodes = kdb.demo(data)
+    repo = local_repository(tmp_path / "kdb-repo", data)
+    session = repo.writable_session("main")
+    written = to_icechunk(episodes.resolve().as_uri(), registry, session.store)
+    session.commit("kdb: every chunk computed, stored one at a time")
+    assert written["task"] == 1 and sum(written.values()) > len(written)
+    session = repo.readonly_session(branch="main")
+    assert session.all_virtual_chunk_locations() == []
+    with kdb.open(episodes) as native:
+        for position in range(len(native)):
+            episode = native.read_episode(position)
+            stored = xr.open_zarr(session.store, group=f"episodes/{episode.meta.episode_id}", consolidated=False)
+            assert np.array_equal(stored["states"].values, episode.states)
+            frames = xr.open_zarr(session.store, group=f"episodes/{episode.meta.episode_id}/images",
+                                  consolidated=False)["front"].values
+            assert all(np.array_equal(frames[i], episode.images.frame(i)["front"]) for i in range(len(episode)))
