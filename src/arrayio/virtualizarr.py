@@ -274,9 +274,8 @@ def to_icechunk(url: str, registry: ObjectStoreRegistry, store: Any, *, group: s
             # VirtualiZarr warns about a dataset of no virtual reference: its chunks are written next.
             warnings.filterwarnings("ignore", "Attempting to write an entirely non-virtual", UserWarning)
             tree.vz.to_icechunk(store)
-        root = zarr.open_group(store=store, mode="r+", zarr_format=3)
         for path, (array, chunks) in manifests.computed.items():
-            target = root[path]
+            target = zarr.open_array(store=store, path=path, mode="r+", zarr_format=3)
             for coords in chunks:
                 target[array.region(coords)] = array.read(coords)
     return {path: len(chunks) for path, (_array, chunks) in manifests.computed.items()}
