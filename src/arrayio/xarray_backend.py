@@ -135,6 +135,7 @@ class ArrayioBackendEntrypoint(BackendEntrypoint):
     description = "Open any file arrayio reads, lazily, through its array model"
     url = "https://github.com/arrayio/arrayio/blob/main/docs/zarr.md"
     open_dataset_parameters = ("filename_or_obj", "drop_variables", "group", "storage_options")
+    supports_groups = True  # open_datatree and open_groups_as_dict: xarray guesses only such engines for them
 
     def open_dataset(self, filename_or_obj: Any, *, drop_variables: Iterable[str] | None = None,
                      group: str | None = None, storage_options: dict | None = None) -> xr.Dataset:
@@ -177,10 +178,17 @@ class ArrayioBackendEntrypoint(BackendEntrypoint):
         return tree
 
     def guess_can_open(self, filename_or_obj: Any) -> bool:
-        """True for a path or URL whose extension one of the registered formats owns."""
-        from ._registry import FORMATS
+        """True for a path or URL whose extension a registered format owns, or a local file whose
+        magic bytes one does (a tskit ``.trees`` file is a kastore file)."""
+        from ._registry import FORMATS, detect
 
         if not isinstance(filename_or_obj, (str, os.PathLike)):
             return False
-        suffix = os.path.splitext(os.fsdecode(filename_or_obj).split("?")[0])[1].lower()
-        return any(suffix in spec.extensions for spec in FORMATS.values())
+        name = os.fsdecode(filename_or_obj)
+        suffix = os.path.splitext(name.split("?")[0])[1].lower()
+        if any(suffix in spec.extensions for spec in FORMATS.values()):
+            return True
+        try:
+            return os.path.isfile(name) and detect(name) is not None
+        except OSError:
+            return False
