@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterator, NamedTuple, overload
 
 import numpy as np
 
-from ._binary import Source, is_path
+from ._binary import Source, Writer, is_path, output_stream
 from ._readers import ReaderBase, entries_of, info_of, problems_of
 from ._sources import is_remote, is_url, resolve
 from ._text import value_lines
@@ -448,6 +448,27 @@ def load_store(layout: KeyedFormat, file: Any, read_all: bool, key_encoding: str
     return _from_stream(layout, file, key_encoding)
 
 
+def keyed_loaders(layout: KeyedFormat, default_key_encoding: str) -> tuple[Callable[..., Store],
+                                                                          Callable[..., Store]]:
+    """``load`` and ``loads`` of a keyed layout (kastore's arguments; both engines read the same way)."""
+
+    def load(file: Any, read_all: bool = False, key_encoding: str = default_key_encoding,
+             engine: str = PY_ENGINE, storage_options: dict | None = None) -> Store:
+        """Load a store from a path (zero-copy map), fd, binary file object, URL or fsspec file.
+
+        ``engine`` is kastore's argument (both engines read the same way here); a URL is read in
+        ranges (the index at open, each array when looked up), with ``storage_options`` passed to fsspec.
+        """
+        check_engine(engine)
+        return load_store(layout, file, read_all, key_encoding, storage_options)
+
+    def loads(encoded_data: Any, key_encoding: str = default_key_encoding) -> Store:
+        """Load the first store in a bytes-like buffer; arrays are views of the buffer."""
+        return load_buffer(layout, encoded_data, key_encoding)
+
+    return load, loads
+
+
 def load_buffer(layout: KeyedFormat, buffer: Any, key_encoding: str) -> Store:
     """The first store in a bytes-like buffer; arrays are views of the caller's buffer."""
     return Store(Source(memoryview(buffer), layout.errors), layout, key_encoding)
@@ -501,6 +522,45 @@ def prepare(data: Any, key_encoding: str, format_name: str) -> Prepared:
 
 # --------------------------------------------------------------------------- what the CLI shows
 
+Layout = tuple[bytes, np.ndarray, bytes]
+
+
+def keyed_writers(format_name: str, plan: Callable[[Prepared], Layout], alignment: int,
+                  default_key_encoding: str) -> tuple[Callable[..., None], Callable[..., bytes]]:
+    """``dump`` and ``dumps`` of a keyed layout whose ``plan`` gives the header, table and keys area bytes.
+
+    The plan is made (and every key checked against what the layout can hold)
+    before the output is opened; the arrays follow the keys area, each at the
+    next multiple of ``alignment``.
+    """
+
+    def write(stream: Any, prepared: Prepared, layout: Layout) -> None:
+        header, table, keys_area = layout
+        writer = Writer(stream)
+        writer.write(header)
+        writer.write(table)
+        writer.write(keys_area)
+        writer.write_aligned_arrays(prepared.arrays, alignment)
+
+    def dump(data: Mapping, file: Any, key_encoding: str = default_key_encoding, engine: str = PY_ENGINE) -> None:
+        """Write ``data`` (str -> 1-D array) to a path (atomically), fd or binary file object."""
+        check_engine(engine)
+        prepared = prepare(data, key_encoding, format_name)
+        layout = plan(prepared)
+        with output_stream(file) as stream:
+            write(stream, prepared, layout)
+
+    def dumps(data: Mapping, key_encoding: str = default_key_encoding) -> bytes:
+        """The bytes of the store of ``data`` (str -> 1-D array)."""
+        prepared = prepare(data, key_encoding, format_name)
+        layout = plan(prepared)
+        stream = io.BytesIO()
+        write(stream, prepared, layout)
+        return stream.getvalue()
+
+    return dump, dumps
+
+
 def entry_rows(store: Store) -> list[dict]:
     """Rows (name, dtype, shape, nbytes) for the keys of an open store."""
     rows = []
@@ -527,31 +587,68 @@ def padding_problems(store: Store, keys_end: int) -> list[Problem]:
     return problems
 
 
-def map_store(found: Any, layout: KeyedFormat, entry_size: int, key_terminator: int,
-              labels: tuple[str, str, str], as_written: Callable[[Any], None]) -> None:
+def map_store(found: Any, layout: KeyedFormat, header_record: Any, table_record: Any, fields: TableFields,
+              labels: tuple[str, str, str, str]) -> None:
     """Place a store's parts on a byte map (``found``, a ``bytemap.Collector``): header, table, keys,
-    arrays with their padding, trailing bytes. ``labels`` are the table, keys and trailing labels
-    (``{count}`` is filled in); a store the parser rejects gets ``as_written``'s best effort, then
-    the error goes on to the collector, which marks where parsing stopped."""
+    arrays with their padding, trailing bytes. ``labels`` are the table, keys, trailing and table
+    entry labels (``{count}`` is filled in); a store the parser rejects gets :func:`map_as_written`'s
+    best effort, then the error goes on to the collector, which marks where parsing stopped."""
     source = found.source
+    entry_size = table_record.size
     try:
         index = layout.parse(source, "utf-8")
     except EOFError:  # an empty file: nothing to place
         return
     except FormatError:
         with contextlib.suppress(FormatError):
-            as_written(found)
+            map_as_written(found, header_record, table_record, layout.header_size, fields, labels[3])
         raise
     count = len(index.keys)
     table_end = layout.header_size + entry_size * count
-    keys_end = table_end + sum(len(key.encode("utf-8")) + key_terminator for key in index.keys)
-    table_label, keys_label, trailing_label = (label.format(count=count) for label in labels)
+    keys_end = table_end + sum(len(key.encode("utf-8")) + fields.key_terminator for key in index.keys)
+    table_label, keys_label, trailing_label = (label.format(count=count) for label in labels[:3])
     found.add(0, layout.header_size, "header", "header")
     found.add(layout.header_size, entry_size * count, "table", table_label)
     found.add(table_end, keys_end - table_end, "keys", keys_label)
     found.packed(keys_end, ((start, length * DTYPES[code].itemsize, key) for key, code, start, length
                             in zip(index.keys, index.types, index.starts, index.lengths)), "array")
     found.add(index.size, source.size - index.size, "trailing", trailing_label)
+
+
+@dataclass(frozen=True)
+class TableFields:
+    """Where a keyed layout's table says each key and array lie: field names of its header and entry records."""
+
+    count: str
+    key_start: str
+    key_length: str
+    code: str
+    array_start: str
+    array_length: str
+    key_terminator: int = 0
+
+
+def map_as_written(found: Any, header_record: Any, table_record: Any, table_offset: int, fields: TableFields,
+                   label: str) -> None:
+    """Best effort for a store the reader rejects: the header, and whatever table entries, keys and arrays
+    lie inside the file (``label`` names the entries)."""
+    source = found.source
+    header = header_record.read(source, 0)
+    found.add(0, header_record.size, "header", "header")
+    declared = int(getattr(header, fields.count))
+    count = min(declared, max(0, source.size - table_offset) // table_record.size)
+    entries = table_record.read_array(source, table_offset, count)
+    found.add(table_offset, table_record.size * count, "table", f"{count} of {declared} {label}")
+    for position in range(count):
+        entry = entries[position]
+        key_start, key_bytes = int(entry[fields.key_start]), int(entry[fields.key_length]) + fields.key_terminator
+        if key_start + key_bytes <= source.size:
+            found.add(key_start, key_bytes, "keys", f"key {position}")
+        code, array_start = int(entry[fields.code]), int(entry[fields.array_start])
+        if code < len(DTYPES):
+            array_bytes = int(entry[fields.array_length]) * DTYPES[code].itemsize
+            if array_start + array_bytes <= source.size:
+                found.add(array_start, array_bytes, "array", f"array {position}")
 
 
 class KeyedHooks(NamedTuple):

@@ -195,8 +195,7 @@ class ByteMap:
 def map_source(source: Source, format_name: str, name: str = "<data>",
                problems: Iterable[Any] = ()) -> ByteMap:
     """Map an open source of format ``format_name``; ``problems`` (from validate) are kept for drawing."""
-    module = importlib.import_module(f"{FORMATS[format_name].module}._map")
-    sections, stop = tile(module.sections(source), source.size)
+    sections, stop = tile(FORMATS[format_name].sections(source), source.size)
     found = list(problems)
     if stop is not None and stop.problem is not None:
         # validate often reports the same error as text; the Problem carries its offset.
@@ -215,18 +214,17 @@ def map_file(target: Any, format_name: str | None = None, *, check: bool = True)
         format_name = detect(target)
         if format_name is None:
             raise FormatError(f"{name}: not a file of any known format (name the format to map it anyway)")
-    package = FORMATS[format_name].module
-    errors = importlib.import_module(f"{package}._errors").ERRORS
+    spec = FORMATS[format_name]
     problems: list[Any] = []
     if check:
         start = target.tell() if hasattr(target, "seek") else None
         try:
-            problems = list(importlib.import_module(package).validate(target))
+            problems = list(importlib.import_module(spec.module).validate(target))
         except (ArrayIOError, OSError, TypeError, ValueError) as error:
             problems = [str(error)]
         if start is not None:
             target.seek(start)  # validate read the stream; the map reads the same bytes again
-    with Source.open(target, errors) as source:
+    with Source.open(target, spec.errors) as source:
         return map_source(source, format_name, name, problems)
 
 

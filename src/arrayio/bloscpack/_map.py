@@ -10,7 +10,7 @@ from ._records import HEADER, METADATA_HEADER, OFFSET_SIZE
 
 
 def sections(source: Source) -> list[Section]:
-    """Every part of the file the reader can place; a stop marker where parsing failed."""
+    """Header, metadata, offsets table and each chunk with its digest; a stop marker where parsing failed."""
     return Collector(source).run(_parse)
 
 

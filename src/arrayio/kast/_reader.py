@@ -6,23 +6,8 @@ from typing import Any
 
 import numpy as np
 
+from .. import _keyed as keyed
 from .._binary import U64_MAX, Source, read_exactly, round_up
-from .._keyed import (
-    DTYPES,
-    ITEMSIZES,
-    PY_ENGINE,
-    KeyedFormat,
-    KeyedIndex,
-    Store,
-    aligned,
-    check_engine,
-    decode_keys,
-    first_failure,
-    load_buffer,
-    load_store,
-    padding_problems,
-    read_fixed,
-)
 from ..errors import Problem
 from ._errors import ERRORS, NoStoreError, StoreClosedError
 from ._records import (
@@ -63,8 +48,8 @@ def _check_keys(entries: np.ndarray, table_end: int, size: int) -> None:
     # Item i's key must start where item i-1's NUL ends; comparing with the previous
     # item's own (already range-checked) fields keeps every sum below 2**64.
     previous_end = np.concatenate((np.array([table_end], dtype=np.uint64), key_offset[:-1] + key_length[:-1] + 1))
-    failure = first_failure([
-        (types >= len(DTYPES), lambda i: ERRORS.invalid(
+    failure = keyed.first_failure([
+        (types >= len(keyed.DTYPES), lambda i: ERRORS.invalid(
             f"item {i} data_type", _entry_offset("data_type", i), "a type code 0..9", int(types[i]))),
         (key_length == 0, lambda i: ERRORS.invalid(
             f"item {i} key_length", _entry_offset("key_length", i), "a non-empty key (key_length >= 1)", 0)),
@@ -108,16 +93,16 @@ def _check_arrays(entries: np.ndarray, data_offset: int, size: int) -> np.ndarra
     length = entries["data_length"]
     start = entries["data_offset"]
     limit = np.uint64(size)
-    itemsizes = ITEMSIZES[types]
+    itemsizes = keyed.ITEMSIZES[types]
     overflow = length > (np.uint64(U64_MAX) - start) // itemsizes
     end = np.where(overflow, limit, start + np.where(overflow, np.uint64(0), length * itemsizes))
     previous_end = np.concatenate((np.array([data_offset], dtype=np.uint64), end[:-1]))
-    packed_start = aligned(previous_end, ALIGNMENT)
+    packed_start = keyed.aligned(previous_end, ALIGNMENT)
 
     def after_what(i: int) -> str:
         return "header.data_offset" if i == 0 else f"the end of item {i - 1}'s array"
 
-    failure = first_failure([
+    failure = keyed.first_failure([
         (overflow, lambda i: ERRORS.invalid(
             f"item {i} data range", _entry_offset("data_offset", i),
             "data_offset + data_length x itemsize below 2**64",
@@ -163,7 +148,7 @@ def _check_table(header: Any, entries: np.ndarray, size: int) -> tuple[int, int]
     return keys_end, int(ends[-1]) if count else data_offset
 
 
-def _parse_index(source: Source, key_encoding: str) -> KeyedIndex:
+def _parse_index(source: Source, key_encoding: str) -> keyed.KeyedIndex:
     """Read and check the header, keys table and keys area of the store at the start of ``source``.
 
     Every per-entry check is vectorised over the table, so opening costs
@@ -181,8 +166,8 @@ def _parse_index(source: Source, key_encoding: str) -> KeyedIndex:
     area = np.frombuffer(source.view(table_end, keys_end - table_end, "keys area"), dtype=np.uint8)
     terminators = (entries["key_offset"] + key_length - np.uint64(table_end)).astype(np.intp)
     _check_terminators(area, terminators, table_end)
-    keys = decode_keys(area.tobytes(), key_length.tolist(), table_end, key_encoding, ERRORS, separator=1)
-    return KeyedIndex(header, keys, entries["data_type"].tolist(), entries["data_offset"].tolist(),
+    keys = keyed.decode_keys(area.tobytes(), key_length.tolist(), table_end, key_encoding, ERRORS, separator=1)
+    return keyed.KeyedIndex(header, keys, entries["data_type"].tolist(), entries["data_offset"].tolist(),
                       entries["data_length"].tolist(), store_end)
 
 
@@ -194,7 +179,7 @@ def _read_store_bytes(stream: Any) -> memoryview:
     next one. The table is checked before the third read, so a bad table
     never makes us read (or wait for) bytes that are not part of the store.
     """
-    head = read_fixed(stream, KEYED, "header")
+    head = keyed.read_fixed(stream, KEYED, "header")
     header = HEADER.unpack(head)
     _check_header(header)
     count = header.num_keys
@@ -208,7 +193,7 @@ def _read_store_bytes(stream: Any) -> memoryview:
                         offset=len(table), prefix=bytes(table))
 
 
-def _canonical_problems(store: Store) -> list[Problem]:
+def _canonical_problems(store: keyed.Store) -> list[Problem]:
     """What loads but is not canonical: key order, non-zero reserved, header padding and padding bytes."""
     problems = []
     source = store.source
@@ -225,25 +210,12 @@ def _canonical_problems(store: Store) -> list[Problem]:
         if raw_keys[index - 1] >= raw_keys[index]:
             problems.append(ERRORS.problem(f"item {index} key", key_offsets[index], "keys sorted by their bytes",
                                            f"{raw_keys[index]!r} after {raw_keys[index - 1]!r}"))
-    problems += padding_problems(store, key_offsets[-1] + key_lengths[-1] + 1 if count else KEYS_TABLE_OFFSET)
+    problems += keyed.padding_problems(store, key_offsets[-1] + key_lengths[-1] + 1 if count else KEYS_TABLE_OFFSET)
     return problems
 
 
-KEYED = KeyedFormat(FORMAT_NAME, ERRORS, StoreClosedError, NoStoreError, HEADER.size, _parse_index,
+KEYED = keyed.KeyedFormat(FORMAT_NAME, ERRORS, StoreClosedError, NoStoreError, HEADER.size, _parse_index,
                     _read_store_bytes, _canonical_problems, header_facts=("data_offset",))
 
 
-def load(file: Any, read_all: bool = False, key_encoding: str = DEFAULT_KEY_ENCODING,
-         engine: str = PY_ENGINE, storage_options: dict | None = None) -> Store:
-    """Load a KAST store from a path (zero-copy map), fd, binary file object, URL or fsspec file.
-
-    ``engine`` is kastore's argument (both engines read the same way here); a URL is read in
-    ranges, with ``storage_options`` passed to fsspec.
-    """
-    check_engine(engine)
-    return load_store(KEYED, file, read_all, key_encoding, storage_options)
-
-
-def loads(encoded_data: Any, key_encoding: str = DEFAULT_KEY_ENCODING) -> Store:
-    """Load the first KAST store in a bytes-like buffer; arrays are views of the buffer."""
-    return load_buffer(KEYED, encoded_data, key_encoding)
+load, loads = keyed.keyed_loaders(KEYED, DEFAULT_KEY_ENCODING)

@@ -2,21 +2,10 @@
 
 from __future__ import annotations
 
-import io
-from collections.abc import Mapping
-from typing import Any, BinaryIO
-
 import numpy as np
 
-from .._binary import Writer, output_stream, round_up
-from .._keyed import (
-    PY_ENGINE,
-    Prepared,
-    aligned,
-    check_engine,
-    prepare,
-    running_starts,
-)
+from .. import _keyed as keyed
+from .._binary import round_up
 from ..errors import UnsupportedError
 from ._records import (
     ALIGNMENT,
@@ -32,7 +21,7 @@ from ._records import (
 )
 
 
-def _plan(prepared: Prepared) -> tuple[bytes, np.ndarray, bytes]:
+def _plan(prepared: keyed.Prepared) -> keyed.Layout:
     """Header bytes, keys table and keys area of ``prepared`` (checked for what KAST cannot hold)."""
     count = len(prepared)
     if count > U32_MAX:
@@ -49,39 +38,13 @@ def _plan(prepared: Prepared) -> tuple[bytes, np.ndarray, bytes]:
     # Every start is a multiple of 8, so each array moves the next start on by its size rounded up to 8.
     table = ENTRY.empty(count)
     table["key_length"] = key_lengths
-    table["key_offset"] = running_starts(key_lengths + np.uint64(1), table_end)
+    table["key_offset"] = keyed.running_starts(key_lengths + np.uint64(1), table_end)
     table["data_type"] = prepared.codes
     table["data_length"] = prepared.lengths
-    table["data_offset"] = running_starts(aligned(prepared.nbytes, ALIGNMENT), data_offset)
+    table["data_offset"] = keyed.running_starts(keyed.aligned(prepared.nbytes, ALIGNMENT), data_offset)
     header = HEADER.pack(magic=MAGIC, version_major=VERSION_MAJOR, version_minor=VERSION_MINOR, flags=0,
                          num_keys=count, keys_table_offset=KEYS_TABLE_OFFSET, data_offset=data_offset)
     return header, table, area
 
 
-def _write(stream: BinaryIO, prepared: Prepared, layout: tuple[bytes, np.ndarray, bytes]) -> None:
-    header, table, area = layout
-    writer = Writer(stream)
-    writer.write(header)
-    writer.write(table)
-    writer.write(area)
-    writer.pad_to(ALIGNMENT)
-    writer.write_aligned_arrays(prepared.arrays, ALIGNMENT)
-
-
-
-def dump(data: Mapping, file: Any, key_encoding: str = DEFAULT_KEY_ENCODING, engine: str = PY_ENGINE) -> None:
-    """Write ``data`` (str -> 1-D array) as KAST to a path (atomically), fd or binary file object."""
-    check_engine(engine)
-    prepared = prepare(data, key_encoding, FORMAT_NAME)
-    layout = _plan(prepared)
-    with output_stream(file) as stream:
-        _write(stream, prepared, layout)
-
-
-def dumps(data: Mapping, key_encoding: str = DEFAULT_KEY_ENCODING) -> bytes:
-    """The KAST bytes of ``data`` (str -> 1-D array)."""
-    prepared = prepare(data, key_encoding, FORMAT_NAME)
-    layout = _plan(prepared)
-    stream = io.BytesIO()
-    _write(stream, prepared, layout)
-    return stream.getvalue()
+dump, dumps = keyed.keyed_writers(FORMAT_NAME, _plan, ALIGNMENT, DEFAULT_KEY_ENCODING)

@@ -6,24 +6,8 @@ from typing import Any
 
 import numpy as np
 
+from .. import _keyed as keyed
 from .._binary import Source, read_exactly
-from .._keyed import (
-    DTYPES,
-    ITEMSIZES,
-    PY_ENGINE,
-    KeyedFormat,
-    KeyedIndex,
-    Store,
-    aligned,
-    check_engine,
-    decode_keys,
-    first_failure,
-    load_buffer,
-    load_store,
-    padding_problems,
-    read_fixed,
-    running_starts,
-)
 from ..errors import Problem
 from ._errors import ERRORS, KeyDecodeError, NoStoreError, StoreClosedError
 from ._records import (
@@ -37,7 +21,7 @@ from ._records import (
 )
 
 
-def _parse_index(source: Source, key_encoding: str) -> KeyedIndex:
+def _parse_index(source: Source, key_encoding: str) -> keyed.KeyedIndex:
     """Read and check the header, descriptors and keys of the store at the start of ``source``.
 
     Implements kastore's canonical-packing rules with every check vectorised
@@ -69,8 +53,8 @@ def _parse_index(source: Source, key_encoding: str) -> KeyedIndex:
     array_start = items["array_start"]
     array_len = items["array_len"]
     limit = np.uint64(file_size)
-    failure = first_failure([
-        (types >= len(DTYPES), lambda i: ERRORS.invalid(
+    failure = keyed.first_failure([
+        (types >= len(keyed.DTYPES), lambda i: ERRORS.invalid(
             f"item {i} type", offset("type", i), "a type code 0..9", int(types[i]))),
         ((key_start > limit) | (key_len > limit - np.minimum(key_start, limit)), lambda i: ERRORS.invalid(
             f"item {i} key range", offset("key_start", i), f"inside the store's {file_size} bytes",
@@ -80,11 +64,11 @@ def _parse_index(source: Source, key_encoding: str) -> KeyedIndex:
     if failure is not None:
         raise failure
     # All lengths are now bounded by file_size, so the sums below cannot wrap.
-    itemsizes = ITEMSIZES[types]
+    itemsizes = keyed.ITEMSIZES[types]
     array_bytes_ok = array_len <= limit // itemsizes
     array_in_file = array_bytes_ok & (array_start <= limit) & (
         np.where(array_bytes_ok, array_len * itemsizes, limit) <= limit - np.minimum(array_start, limit))
-    failure = first_failure([
+    failure = keyed.first_failure([
         (~array_in_file, lambda i: ERRORS.invalid(
             f"item {i} array range", offset("array_start", i), f"inside the store's {file_size} bytes",
             f"array_start {int(array_start[i])}, array_len {int(array_len[i])} x {int(itemsizes[i])} bytes")),
@@ -92,12 +76,12 @@ def _parse_index(source: Source, key_encoding: str) -> KeyedIndex:
     if failure is not None:
         raise failure
     nbytes = np.where(array_bytes_ok, array_len * itemsizes, np.uint64(0))
-    expected_key_start = running_starts(key_len, table_end)
+    expected_key_start = keyed.running_starts(key_len, table_end)
     keys_end = table_end + int(key_len.sum(dtype=np.uint64))
     array_end = array_start + nbytes
     previous_end = np.concatenate((np.array([keys_end], dtype=np.uint64), array_end[:-1]))
-    expected_array_start = aligned(previous_end, ALIGNMENT)
-    failure = first_failure([
+    expected_array_start = keyed.aligned(previous_end, ALIGNMENT)
+    failure = keyed.first_failure([
         (key_start != expected_key_start, lambda i: ERRORS.invalid(
             f"item {i} key_start", offset("key_start", i),
             f"{int(expected_key_start[i])} (keys packed in descriptor order after the table)", int(key_start[i]))),
@@ -113,13 +97,13 @@ def _parse_index(source: Source, key_encoding: str) -> KeyedIndex:
         raise ERRORS.invalid("header.file_size", HEADER.offsets["file_size"],
                              f"{store_end} (the end of the last array)", file_size)
     area = bytes(source.view(table_end, keys_end - table_end, "keys"))
-    keys = decode_keys(area, key_len.tolist(), table_end, key_encoding, ERRORS, decode_error=KeyDecodeError)
-    return KeyedIndex(header, keys, types.tolist(), array_start.tolist(), array_len.tolist(), file_size)
+    keys = keyed.decode_keys(area, key_len.tolist(), table_end, key_encoding, ERRORS, decode_error=KeyDecodeError)
+    return keyed.KeyedIndex(header, keys, types.tolist(), array_start.tolist(), array_len.tolist(), file_size)
 
 
 def _read_store_bytes(stream: Any) -> memoryview:
     """Read exactly one store from a stream (header, then file_size - 64 bytes), nothing more."""
-    head = read_fixed(stream, KEYED, "header")
+    head = keyed.read_fixed(stream, KEYED, "header")
     header = HEADER.unpack(head)
     if header.magic != MAGIC or header.version_major != VERSION_MAJOR or header.file_size <= HEADER.size:
         return memoryview(head)
@@ -127,7 +111,7 @@ def _read_store_bytes(stream: Any) -> memoryview:
                         offset=HEADER.size, prefix=head)
 
 
-def _canonical_problems(store: Store) -> list[Problem]:
+def _canonical_problems(store: keyed.Store) -> list[Problem]:
     """What loads but is not canonical: key order, reserved and padding bytes."""
     problems = []
     source = store.source
@@ -141,31 +125,18 @@ def _canonical_problems(store: Store) -> list[Problem]:
         for field in ITEM.nonzero_reserved(table, index * ITEM.size):
             problems.append(ERRORS.problem(f"item {index} {field}", ITEM.offset_of(field, HEADER.size, index),
                                            "zero bytes"))
-    key_offsets = running_starts(np.array([len(key) for key in encoded], dtype=np.uint64),
+    key_offsets = keyed.running_starts(np.array([len(key) for key in encoded], dtype=np.uint64),
                                  HEADER.size + ITEM.size * len(keys)).tolist()
     for index in range(1, len(encoded)):
         if encoded[index - 1] > encoded[index]:
             problems.append(ERRORS.problem(f"item {index} key", key_offsets[index], "keys sorted by UTF-8 bytes",
                                            f"{keys[index]!r} after {keys[index - 1]!r}"))
-    problems += padding_problems(store, key_offsets[-1] + len(encoded[-1]) if keys else HEADER.size)
+    problems += keyed.padding_problems(store, key_offsets[-1] + len(encoded[-1]) if keys else HEADER.size)
     return problems
 
 
-KEYED = KeyedFormat(FORMAT_NAME, ERRORS, StoreClosedError, NoStoreError, HEADER.size, _parse_index,
+KEYED = keyed.KeyedFormat(FORMAT_NAME, ERRORS, StoreClosedError, NoStoreError, HEADER.size, _parse_index,
                     _read_store_bytes, _canonical_problems, entries_sorted=True)
 
 
-def load(file: Any, read_all: bool = False, key_encoding: str = DEFAULT_KEY_ENCODING,
-         engine: str = PY_ENGINE, storage_options: dict | None = None) -> Store:
-    """Load a store from a path, fd, binary file object, URL or fsspec file (both engines read the same way).
-
-    A URL is read in ranges (the index at open, each array when looked up); ``storage_options``
-    go to fsspec.
-    """
-    check_engine(engine)
-    return load_store(KEYED, file, read_all, key_encoding, storage_options)
-
-
-def loads(encoded_data: Any, key_encoding: str = DEFAULT_KEY_ENCODING) -> Store:
-    """Load the first store in a bytes-like buffer; arrays are views of the buffer."""
-    return load_buffer(KEYED, encoded_data, key_encoding)
+load, loads = keyed.keyed_loaders(KEYED, DEFAULT_KEY_ENCODING)

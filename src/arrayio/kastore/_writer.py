@@ -2,21 +2,10 @@
 
 from __future__ import annotations
 
-import io
-from collections.abc import Mapping
-from typing import Any, BinaryIO
-
 import numpy as np
 
-from .._binary import Writer, output_stream, round_up
-from .._keyed import (
-    PY_ENGINE,
-    Prepared,
-    aligned,
-    check_engine,
-    prepare,
-    running_starts,
-)
+from .._binary import round_up
+from .._keyed import Layout, Prepared, aligned, keyed_writers, running_starts
 from ..errors import UnsupportedError
 from ._records import (
     ALIGNMENT,
@@ -30,8 +19,8 @@ from ._records import (
 )
 
 
-def _plan(prepared: Prepared) -> tuple[bytes, np.ndarray, int]:
-    """Header bytes, descriptor table and total size of the canonical layout."""
+def _plan(prepared: Prepared) -> Layout:
+    """Header bytes, descriptor table and keys of the canonical layout."""
     count = len(prepared)
     if count > 0xFFFFFFFF:
         raise UnsupportedError(f"kastore: {count} items do not fit the u32 num_items field")
@@ -50,30 +39,7 @@ def _plan(prepared: Prepared) -> tuple[bytes, np.ndarray, int]:
     table["array_len"] = prepared.lengths
     header = HEADER.pack(magic=MAGIC, version_major=VERSION_MAJOR, version_minor=VERSION_MINOR,
                          num_items=count, file_size=position)
-    return header, table, position
+    return header, table, b"".join(prepared.keys)
 
 
-def _write(stream: BinaryIO, prepared: Prepared) -> int:
-    header, table, total = _plan(prepared)
-    writer = Writer(stream)
-    writer.write(header)
-    writer.write(table)
-    writer.write(b"".join(prepared.keys))
-    writer.write_aligned_arrays(prepared.arrays, ALIGNMENT)
-    return total
-
-
-
-def dump(data: Mapping, file: Any, key_encoding: str = DEFAULT_KEY_ENCODING, engine: str = PY_ENGINE) -> None:
-    """Write ``data`` (str -> 1-D array) to a path (atomically), fd or binary file object."""
-    check_engine(engine)
-    prepared = prepare(data, key_encoding, FORMAT_NAME)
-    with output_stream(file) as stream:
-        _write(stream, prepared)
-
-
-def dumps(data: Mapping, key_encoding: str = DEFAULT_KEY_ENCODING) -> bytes:
-    """The kastore bytes of ``data`` (str -> 1-D array)."""
-    stream = io.BytesIO()
-    _write(stream, prepare(data, key_encoding, FORMAT_NAME))
-    return stream.getvalue()
+dump, dumps = keyed_writers(FORMAT_NAME, _plan, ALIGNMENT, DEFAULT_KEY_ENCODING)

@@ -13,7 +13,7 @@ FRAME_DETAIL_LIMIT = 2048
 
 
 def sections(source: Source) -> list[Section]:
-    """Every part of the file the reader can place; a stop marker where parsing failed."""
+    """Header, index, and each episode's sections (meta, steps, images); a stop marker where parsing failed."""
     return Collector(source).run(_parse)
 
 
