@@ -157,9 +157,13 @@ class _Opened:
     def __init__(self, url: str, registry: ObjectStoreRegistry) -> None:
         import arrayio
 
-        store, path = registry.resolve(url)
+        try:
+            store, path = registry.resolve(url)
+        except ValueError:
+            store = None
         if store is None:
-            raise UnsupportedError(f"arrayio.virtualizarr: the registry has no object store for {url}")
+            raise UnsupportedError(f"arrayio.virtualizarr: the registry has no object store for {url}; register "
+                                   "one for its prefix, e.g. ObjectStoreRegistry({'file://': LocalStore()})") from None
         self.reader = arrayio.open(_ObjectStoreFiles(store, url).open(path, "rb", cache_type="none"))
         try:
             self.tree = tree_of(self.reader)

@@ -210,3 +210,17 @@ def test_open_virtual_datatree_keeps_every_table(trees_file, registry):
     assert {"nodes", "edges", "sites", "mutations"} <= set(tree.children)
     tskit = pytest.importorskip("tskit")
     assert manifests(tree["nodes"].to_dataset())["time"].shape == (tskit.load(path).num_nodes,)
+
+
+def test_bad_targets_are_clear_errors(tmp_path, registry):
+    from arrayio.errors import FormatError
+
+    junk = tmp_path / "junk.kas"
+    junk.write_bytes(b"not an arrayio file at all")
+    with pytest.raises(FormatError, match="junk.kas: not a file of any known format"):
+        Parser()(url_of(junk), registry)
+    elsewhere = ObjectStoreRegistry({"s3://bucket": obstore_store.LocalStore()})
+    with pytest.raises(UnsupportedError, match="no object store for file://"):
+        Parser()(url_of(junk), elsewhere)
+    with pytest.raises(FileNotFoundError):
+        Parser()(url_of(tmp_path / "missing.kas"), registry)
