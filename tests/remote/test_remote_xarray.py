@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
+from remote_samples import BUCKET
 
 from arrayio._registry import FORMATS, spec_for
 
@@ -54,16 +55,31 @@ def test_engine_over_a_server_equals_the_local_file(name, backend, demos, http_s
         assert_same(arrays_of(remote), expected)
 
 
+@pytest.fixture
+def served_with_registry(http_server, s3_server, s3_put):
+    """Serve a file on a backend: (url, the user's obstore registry for it, the server's request counts)."""
+    def serve(path: Path, backend: str):
+        if backend == "http":
+            url = http_server.put(f"virtual-{path.name}", path.read_bytes())
+            store = obstore_store.HTTPStore.from_url(http_server.url, client_options={"allow_http": True})
+            return url, ObjectStoreRegistry({http_server.url: store}), http_server.counts
+        url = s3_put(f"virtual-{path.name}", path.read_bytes())
+        store = obstore_store.S3Store(BUCKET, endpoint=s3_server.endpoint, region="us-east-1",
+                                      access_key_id="testing", secret_access_key="testing",
+                                      client_options={"allow_http": True})
+        return url, ObjectStoreRegistry({f"s3://{BUCKET}": store}), s3_server.counts
+    return serve
+
+
+@pytest.mark.parametrize("backend", ["http", "s3"])
 @pytest.mark.parametrize("name", sorted(FORMATS))
-def test_virtualizarr_reads_through_the_registrys_http_store(name, demos, http_server):
+def test_virtualizarr_reads_through_the_registrys_store(name, backend, demos, served_with_registry):
     path = demos[name]
-    url = http_server.put(f"virtual-{path.name}", path.read_bytes())
-    registry = ObjectStoreRegistry({http_server.url: obstore_store.HTTPStore.from_url(
-        http_server.url, client_options={"allow_http": True})})
-    http_server.counts.reset()
+    url, registry, counts = served_with_registry(path, backend)
+    counts.reset()
     tree = arrayio.virtualizarr.open_virtual_datatree(url, registry)
-    requests, _sent = http_server.counts.total()
-    assert requests >= 1  # the header and index came through the user's obstore HTTPStore
+    requests, _sent = counts.total()
+    assert requests >= 1  # the header and index came through the user's obstore store
     with xr.open_datatree(path, engine="arrayio") as local:
         expected = arrays_of(local)
     parser = arrayio.virtualizarr.Parser(computed="skip")
