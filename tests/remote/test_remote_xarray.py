@@ -1,6 +1,6 @@
 """The xarray engine and the VirtualiZarr parser over the loopback HTTP range server and moto S3: every format's demo
 file gives the same arrays as the local file, and the parser reads through the user's obstore store (the server
-counts its requests), never through arrayio's own remote sources."""
+counts its requests), in byte ranges: the header and index, never the arrays."""
 
 from __future__ import annotations
 
