@@ -16,9 +16,9 @@ them, so ``Parser()`` refuses an array with such chunks and names it;
 ``Parser(computed="skip")`` leaves those arrays out, lists them in
 ``parser.left_out`` and warns; :func:`open_virtual_dataset` and
 :func:`open_virtual_datatree` load them (through the same object store) next
-to the virtual ones, as VirtualiZarr's ``loadable_variables`` do, so writing
-the result to Icechunk stores virtual references and the computed arrays'
-values.
+to the virtual ones, as VirtualiZarr's ``loadable_variables`` do; and
+:func:`to_icechunk` writes a file into an Icechunk store with a reference for
+every referencable chunk and the computed chunks stored one at a time.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from .errors import UnsupportedError
 from .xarray_backend import group_at
 
 __all__ = ["ComputedChunksWarning", "Parser", "open_virtual_dataset", "open_virtual_datatree", "to_icechunk"]
+
 
 class ComputedChunksWarning(UserWarning):
     """Arrays whose chunks are computed from the file were left out of a manifest (``Parser(computed="skip")``)."""
@@ -182,9 +183,10 @@ class Parser:
     """A VirtualiZarr 2 parser of a file of any format arrayio reads.
 
     ``group`` makes that group of the file the root of the ManifestStore
-    (VirtualiZarr opens the root group as a Dataset). ``computed="error"`` (the default) refuses arrays with computed
-    chunks and names them; ``"skip"`` leaves them out, lists their paths in
-    ``left_out`` and warns with :class:`ComputedChunksWarning`.
+    (VirtualiZarr opens the root group as a Dataset). ``computed="error"``
+    (the default) refuses arrays with computed chunks and names them;
+    ``"skip"`` leaves them out, lists their paths in ``left_out`` and warns
+    with :class:`ComputedChunksWarning`.
     """
 
     def __init__(self, group: str | None = None, computed: Literal["error", "skip"] = "error") -> None:
@@ -204,7 +206,8 @@ class Parser:
             raise UnsupportedError(
                 f"arrayio.virtualizarr: {url}: these arrays have chunks computed from the file, not byte ranges "
                 f"of it, so no manifest can reference them: {listed}. Parser(computed='skip') leaves them out; "
-                "arrayio.virtualizarr.open_virtual_dataset loads them beside the virtual arrays")
+                "arrayio.virtualizarr.open_virtual_dataset loads them beside the virtual arrays, and "
+                "arrayio.virtualizarr.to_icechunk stores them as Icechunk chunks")
         if manifests.computed:
             warnings.warn(f"arrayio.virtualizarr: {url}: left out arrays with computed chunks: {listed}",
                           ComputedChunksWarning, stacklevel=2)
