@@ -70,7 +70,8 @@ def key_of_zarr_path(path: str) -> str:
     return "/".join(unquote(part) for part in path.split("/"))
 
 
-def _key_array(store: Any, key: str, dimension: str) -> Array:
+def _key_array(store: Any, key: str, dimension: str | None) -> Array:
+    """The array of ``key``; its dimension ``dim_<length>`` unless ``dimension`` names it."""
     info = store.info(key)
     dtype = check_dtype(np.dtype(info.dtype).newbyteorder("<"), f"key {key!r}")  # both layouts store little endian
     offset, _length = store.extent(key)
@@ -98,7 +99,7 @@ def _key_array(store: Any, key: str, dimension: str) -> Array:
     def release(coords: tuple[int, ...]) -> None:
         release_pages(source, *extent(coords))
 
-    return Array((count,), dtype, (rows,), (dimension,), {"key": key}, read, reference=reference,
+    return Array((count,), dtype, (rows,), (dimension or f"dim_{count}",), {"key": key}, read, reference=reference,
                  release=release)
 
 
@@ -117,7 +118,9 @@ class _Children(Mapping):
         self._table = table
         self._dimensions: dict[str, str] | None = None
 
-    def _dimension(self, name: str) -> str:
+    def _dimension(self, name: str) -> str | None:
+        if not self._table:  # keys outside a table: dim_<length>, no need to look at the others
+            return None
         if self._dimensions is None:
             lengths = {child: self._store.info(self._keys[found]).shape[0]
                        for child, found in self._names.items() if not isinstance(found, dict)}
