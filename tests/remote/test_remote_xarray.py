@@ -114,3 +114,16 @@ def test_parser_fetches_the_index_not_the_arrays(tmp_path, http_server):
     assert requests <= 3 and sent <= 256 << 10, (requests, sent)  # a HEAD and the header + index, not 8 MiB
     big = xr.open_zarr(store, consolidated=False, zarr_format=3)["big"]
     assert float(big[-1]) == (1 << 20) - 1
+
+
+def test_engine_with_dask_threads_over_http(tmp_path, http_server):
+    import arrayio.bloscpack as blp
+
+    path = tmp_path / "rows.blp"
+    array = np.arange(4000 * 6, dtype="<f8").reshape(4000, 6)
+    blp.pack_ndarray_to_file(array, path, chunk_size=4800)  # 100 rows a chunk: 40 dask chunks
+    url = http_server.put("engine-dask-rows.blp", path.read_bytes())
+    with xr.open_dataset(url, engine="arrayio", chunks={}) as dataset:
+        assert dataset["array"].data.numblocks == (40, 1)
+        # the threaded scheduler reads chunks concurrently through one ranged source
+        assert np.array_equal(dataset["array"].compute(scheduler="threads").values, array)
