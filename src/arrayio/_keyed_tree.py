@@ -12,6 +12,7 @@ group ``nodes``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 from urllib.parse import quote, unquote
@@ -27,6 +28,7 @@ __all__ = ["UNMAPPED_GROUP", "key_of_zarr_path", "keyed_tree", "unmappable_keys"
 UNMAPPED_GROUP = "%"
 _RESERVED = frozenset({".", "..", "zarr.json"})  # node names Zarr forbids, or that would shadow a document
 _SAFE = "!$&'()*+,;=:@~ -"  # kept as they are in path segments; "%" and "/" never are
+_PLAIN = re.compile(r"[A-Za-z0-9_.~!$&'()*+,;=:@ /-]*")  # keys that quoting leaves as they are
 
 
 def _segment(name: str) -> str:
@@ -59,6 +61,8 @@ def zarr_path_of_key(key: str, unmappable: bool = False) -> str:
     """
     if unmappable:
         return f"{UNMAPPED_GROUP}/" + quote(key, safe="").replace(".", "%2E").replace("_", "%5F")
+    if _PLAIN.fullmatch(key):  # the common case, and a million-key store pays for it per key
+        return key
     return "/".join(_segment(part) for part in key.split("/"))
 
 
