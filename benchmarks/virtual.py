@@ -23,6 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import _baselines
 import _rows
 
 HERE = str(Path(__file__).resolve().parent)
@@ -49,21 +50,9 @@ def _manifest_array(path: Path, name: str, group: str | None = None):
 
 
 def key_read(folder: Path, size: int, repeat: int) -> dict:
-    import numpy as np
     import xarray as xr
 
-    import arrayio.kastore as kastore
-
-    path = folder / "big.kas"
-    values = np.random.default_rng(1).integers(0, 2**62, size // 8, dtype=np.int64)
-    kastore.dump({"t/big": values, "t/small": np.arange(10)}, path)
-    del values
-    with kastore.load(path) as store:
-        np.array(store["t/big"])  # warm the page cache
-        native = _best(lambda: np.array(store["t/big"]), repeat)
-        in_memory = np.array(store["t/big"])
-    copy = _best(in_memory.copy, repeat)
-    del in_memory
+    path, native, copy = _baselines.kastore_key(folder, size, "t/big", repeat)
     with xr.open_dataset(path, engine="arrayio", group="t", cache=False) as dataset:  # each read reads
         engine = _best(lambda: dataset["big"].values, repeat)
     virtual_array = _manifest_array(path, "big", group="t")

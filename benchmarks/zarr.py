@@ -25,6 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import _baselines
 import _rows
 
 HERE = str(Path(__file__).resolve().parent)
@@ -43,22 +44,11 @@ def _peak_rss() -> int:
 
 
 def key_read(folder: Path, size: int, repeat: int) -> dict:
-    import numpy as np
     import zarr
 
-    import arrayio.kastore as kastore
     from arrayio.zarr import open_store
 
-    path = folder / "big.kas"
-    values = np.random.default_rng(1).integers(0, 2**62, size // 8, dtype=np.int64)
-    kastore.dump({"big": values, "small": np.arange(10)}, path)
-    del values
-    with kastore.load(path) as store:
-        np.array(store["big"])  # warm the page cache
-        native = _best(lambda: np.array(store["big"]), repeat)
-        in_memory = np.array(store["big"])
-    copy = _best(in_memory.copy, repeat)
-    del in_memory
+    path, native, copy = _baselines.kastore_key(folder, size, "big", repeat)
     zarr_store = open_store(path)
     array = zarr.open_group(store=zarr_store, mode="r")["big"]
     through_zarr = _best(lambda: array[:], repeat)
