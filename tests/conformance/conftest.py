@@ -8,11 +8,24 @@ when a registered format is missing there.
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
 
 from arrayio._registry import FORMATS, module_for
+
+# The loopback HTTP range server and moto's S3 server of the remote tests, reused for the views' suite.
+_REMOTE = Path(__file__).resolve().parents[1] / "remote"
+if str(_REMOTE) not in sys.path:
+    sys.path.insert(0, str(_REMOTE))
+_spec = importlib.util.spec_from_file_location("remote_fixtures", _REMOTE / "conftest.py")
+assert _spec is not None and _spec.loader is not None
+_remote = sys.modules.setdefault("remote_fixtures", importlib.util.module_from_spec(_spec))
+_spec.loader.exec_module(_remote)
+http_server, s3_server, s3_options, s3_put = _remote.http_server, _remote.s3_server, _remote.s3_options, \
+    _remote.s3_put
 
 
 @pytest.fixture(scope="session")
