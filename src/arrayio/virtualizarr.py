@@ -117,8 +117,8 @@ def _manifests(group: Group, url: str, partial: bool) -> _Manifests:
 
 
 def _describe(computed: dict[str, tuple[Array, list[Coords]]], where: str) -> str:
-    return ", ".join(f"{'/'.join(part for part in (where.strip('/'), path) if part)} (chunk {chunks[0]})"
-                     for path, (_array, chunks) in computed.items())
+    return "; ".join(f"{'/'.join(part for part in (where.strip('/'), path) if part)} (chunk {chunks[0]}: "
+                     f"{array.why_computed})" for path, (array, chunks) in computed.items())
 
 
 class _ObjectStoreFiles(fsspec.AbstractFileSystem):
