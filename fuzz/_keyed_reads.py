@@ -23,9 +23,10 @@ def read_keyed(arrayio: ModuleType, module: ModuleType, path: str, data: bytes) 
     load modes (read_all, bytes, file object, concatenated stores, a raw fd), reading every key each time."""
     if read_mapped(path, data, module.FORMAT_NAME, module.open, read_store):
         rows = module.entries(path)
-        for row in rows[:1]:
-            for _ in module.cat(path, row["name"]):
-                pass
+        with module.open(path) as reader:
+            for row in rows[:1]:
+                for _ in reader.cat(row["name"]):
+                    pass
     read_store(module.load(path, read_all=True))
     read_store(module.loads(data))
     read_store(module.load(io.BytesIO(data)))

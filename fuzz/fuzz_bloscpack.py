@@ -32,9 +32,10 @@ def exercise(path: str, data: bytes) -> None:
     """Every public read path of bloscpack over one input."""
     if read_mapped(path, data, FORMAT, bloscpack.open, _read):  # unpack_*_from_file begin with that open too
         rows = bloscpack.entries(path)
-        for name in ("metadata", *(row["name"] for row in rows[:1])):
-            for _ in bloscpack.cat(path, name):
-                pass
+        with bloscpack.open(path) as reader:
+            for name in ("metadata", *(row["name"] for row in rows[:1])):
+                for _ in reader.cat(name):
+                    pass
         with bloscpack.open(path) as reader:
             numpy = reader.is_numpy
         if numpy:

@@ -39,9 +39,10 @@ def exercise(path: str, data: bytes) -> None:
     """Every public read path of kdb over one input."""
     if read_mapped(path, data, FORMAT, kdb.open, _read):
         rows = kdb.entries(path)
-        for row in rows[:1]:
-            for _ in kdb.cat(path, row["name"]):
-                pass
+        with kdb.open(path) as reader:
+            for row in rows[:1]:
+                for _ in reader.cat(row["name"]):
+                    pass
     _read(kdb.open(io.BytesIO(data)))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)

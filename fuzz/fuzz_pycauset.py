@@ -29,8 +29,9 @@ def _read(container: pycauset.Container, path: str | None) -> None:
             _ = container.array
             container.values()
             if path is not None:
-                for _ in pycauset.cat(path, "matrix"):
-                    pass
+                with pycauset.open(path) as reader:
+                    for _ in reader.cat("matrix"):
+                        pass
             return
         try:
             container.unpack(max_bytes=UNPACK_BYTES)
@@ -44,9 +45,10 @@ def exercise(path: str, data: bytes) -> None:
     pycauset.summarize_container(path)
     if read_mapped(path, data, FORMAT, pycauset.load, lambda container: _read(container, path)):
         keys = [row["name"] for row in pycauset.entries(path) if row["name"].startswith("metadata.")]
-        for name in ["metadata", *keys[:1]]:  # the whole tree, and one key's lookup
-            for _ in pycauset.cat(path, name):
-                pass
+        with pycauset.open(path) as reader:
+            for name in ["metadata", *keys[:1]]:  # the whole tree, and one key's lookup
+                for _ in reader.cat(name):
+                    pass
     pycauset.read_typed_metadata(path)
     _read(pycauset.load(io.BytesIO(data)), None)
     _read(pycauset.load(data), None)

@@ -33,7 +33,7 @@ __all__ = [
     "DTYPES", "ITEMSIZES", "ValueInfo", "UnsupportedDtypeError", "KeyDecodeError",
     "PY_ENGINE", "C_ENGINE", "ENGINES", "check_engine", "KeyedIndex", "KeyedFormat", "Prepared", "Store",
     "dtype_code", "prepare", "decode_keys", "running_starts", "first_failure", "aligned",
-    "read_fixed", "load_store", "load_buffer", "entry_rows", "lines_of", "write_sample",
+    "read_fixed", "load_store", "load_buffer", "entry_rows", "write_sample",
     "padding_problems", "sample_data", "KeyedHooks", "keyed_hooks", "map_store",
 ]
 
@@ -249,6 +249,10 @@ class Store(ReaderBase, Mapping):
         """What loads but is not canonical, then the problems of any stores concatenated after this one."""
         with offsets_from(self._origin):
             return self._layout.canonical_problems(self) + _trailing_problems(self)
+
+    def cat(self, key: str) -> Iterator[str]:
+        """The values of ``key``, one per line (as ``kastore dump`` prints them); KeyError when absent."""
+        yield from value_lines(self[key])
 
     def extent(self, key: str) -> tuple[int, int]:
         """Byte offset (from the store's start) and byte length of ``key``'s array."""
@@ -658,7 +662,6 @@ class KeyedHooks(NamedTuple):
     validate: Callable[[Any], list[Problem]]
     info: Callable[[Any], dict]
     entries: Callable[[Any], list[dict]]
-    cat: Callable[[Any, str], Iterator[str]]
     demo: Callable[[Any], Any]
     save: Callable[[Any, Any, dict], None]
 
@@ -686,10 +689,6 @@ def keyed_hooks(load: Callable[..., Store], loads: Callable[[Any], Store], dump:
         """Rows for ``arrayio ls``: key, dtype, shape, size in bytes."""
         return entries_of(open, path)
 
-    def cat(path: Any, name: str) -> Iterator[str]:
-        """The values of one key, one per line (as ``kastore dump`` prints them)."""
-        return lines_of(load, path, name)
-
     def demo(folder: Any) -> Any:
         """Write a sample store of all ten dtypes, load it back and check every array."""
         return write_sample(dump, load, Path(folder) / demo_name)
@@ -698,13 +697,7 @@ def keyed_hooks(load: Callable[..., Store], loads: Callable[[Any], Store], dump:
         """Write a mapping of key -> 1-D array of the array model (``arrayio convert``)."""
         dump(values, path)
 
-    return KeyedHooks(open, validate, info, entries, cat, demo, save)
-
-
-def lines_of(load: Callable[[Any], Store], path: Any, key: str) -> Iterator[str]:
-    """The values of ``key`` in the store at ``path``, one per line, streamed while the store is open."""
-    with load(path) as store:
-        yield from value_lines(store[key])
+    return KeyedHooks(open, validate, info, entries, demo, save)
 
 
 def write_sample(dump: Callable[[Any, Any], None], load: Callable[[Any], Store], path: Any) -> Any:

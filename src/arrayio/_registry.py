@@ -7,7 +7,6 @@ top-level functions and the generic CLI commands use:
     info(path)               -> open(path).info(): dict of JSON-friendly facts about the file
     validate(path)           -> open(path).validate(): list[Problem] (empty = valid); never raises for a bad file
     entries(path)            -> open(path).entries(): list[dict] with at least "name" (for `arrayio ls`)
-    cat(path, name)          -> iterator of text lines (for `arrayio cat`)
     demo(folder)             -> Path of a small sample file it wrote, read back and checked
 
 ``load(path)`` / ``dump(mapping, path)`` are also offered by the formats whose
@@ -59,6 +58,10 @@ class Reader(Protocol):
 
     def entries(self) -> list[dict[str, Any]]:
         """What ``arrayio ls`` lists: one dict per key, chunk, episode or part, each with a ``name``."""
+        ...
+
+    def cat(self, name: str) -> Iterator[str]:
+        """What ``arrayio cat`` prints of entry ``name``, a line at a time; KeyError when there is none."""
         ...
 
     def close(self) -> None:

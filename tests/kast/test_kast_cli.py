@@ -114,6 +114,6 @@ def test_demo_writes_reads_back_and_validates(tmp_path) -> None:
     assert kast.validate(path) == []
     assert kast.info(path)["num_keys"] == 11
     assert kast.entries(path)[0]["name"] == "float32"
-    assert list(kast.cat(path, "int8")) == ["0", "1", "2", "3", "4"]
+    assert list(kast.open(path).cat("int8")) == ["0", "1", "2", "3", "4"]
     with arrayio.open(path) as store:
         assert store["float64/linspace"][-1] == 1.0

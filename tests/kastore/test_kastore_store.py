@@ -256,7 +256,7 @@ def test_no_descriptor_leaks(tmp_path, store_path):
                 kastore.load(bad, read_all=read_all)
         kastore.validate(store_path)
         kastore.info(store_path)
-        list(kastore.cat(store_path, "int8"))
+        list(kastore.open(store_path).cat("int8"))
     del kept, store
     gc.collect()
     assert len(os.listdir(fd_folder)) == before

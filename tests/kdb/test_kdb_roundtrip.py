@@ -262,11 +262,11 @@ def test_protocol_functions(sample, tmp_path):
     assert facts["embodiments"] == ["arm"] and "summary" in facts
     rows = kdb.entries(sample)
     assert [row["name"] for row in rows] == ["0", "1", "2"] and rows[1]["num_frames"] == 7
-    lines = list(kdb.cat(sample, "1"))
+    lines = list(kdb.open(sample).cat("1"))
     assert lines[0].startswith("# episode 1") and len(lines) == 2 + 7
     assert lines[2].split("\t")[0] == "0" and "front:20x16x3 compressed" in lines[2]
     with pytest.raises(KeyError):
-        list(kdb.cat(sample, "nope"))
+        list(kdb.open(sample).cat("nope"))
     demo = kdb.demo(tmp_path)
     assert kdb.validate(demo) == []
 

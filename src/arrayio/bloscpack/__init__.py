@@ -2,7 +2,7 @@
 
 The functions carry bloscpack 0.16.0's names and arguments, so code ports by changing the
 import; ``open`` adds lazy, chunk-wise random access. The registry protocol (``info``,
-``validate``, ``entries``, ``cat``, ``demo``) serves ``arrayio info|validate|ls|cat|demo``.
+``validate``, ``entries``, ``demo``; the reader's ``cat``) serves ``arrayio info|validate|ls|cat|demo``.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from ._errors import (
     OffsetsRequired,
 )
 from ._map import sections as _sections
-from ._protocol import cat, demo, entries, info, open, validate
+from ._protocol import demo, entries, info, open, validate
 from ._reader import (
     BloscpackFile,
     unpack_bytes_file,
@@ -89,7 +89,7 @@ __all__ = [
     "pack_file_to_file", "unpack_file_from_file", "append", "rewrite_metadata",
     "pack_ndarray_file", "pack_ndarray_str", "pack_bytes_file", "pack_file",
     "unpack_ndarray_file", "unpack_ndarray_str", "unpack_bytes_file", "unpack_file",
-    "open", "info", "validate", "entries", "cat", "demo",
+    "open", "info", "validate", "entries", "demo",
     "calculate_nchunks", "decode_blosc_flags", "pretty_size", "double_pretty_size", "reverse_pretty",
     "set_nthreads", "get_nthreads",
     "FileNotFound", "FileClosedError", "NoSuchChecksum", "NoSuchCodec", "NoSuchSerializer", "ChunkingException",

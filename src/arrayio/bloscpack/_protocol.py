@@ -1,19 +1,15 @@
-"""The registry protocol of bloscpack: open, info, validate, entries, cat, demo."""
+"""The registry protocol of bloscpack: open, info, validate, entries, demo."""
 
 from __future__ import annotations
 
-import json
-import math
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
 from .._readers import entries_of, info_of, problems_of
 from .._sources import resolve
-from .._text import value_lines
 from ..errors import ArrayIOError, Problem
-from ._errors import ERRORS
 from ._reader import BloscpackFile, open_file
 from ._writer import pack_ndarray_to_file
 
@@ -37,34 +33,6 @@ def validate(path: Any) -> list[Problem]:
 def entries(path: Any) -> list[dict]:
     """One row per chunk: name ``chunkN``, byte offset, compressed and uncompressed sizes, codec."""
     return entries_of(open, path)
-
-
-def cat(path: Any, name: str) -> Iterator[str]:
-    """Lines for ``arrayio cat``: ``data`` prints every value (storage order), ``chunkN`` one chunk's
-    values, ``metadata`` the JSON metadata."""
-    with open_file(path) as reader:
-        if name == "metadata":
-            yield json.dumps(reader.metadata, indent=2, ensure_ascii=False)
-            return
-        if name.startswith("chunk") and name[5:].isdigit():
-            index = int(name[5:])
-            if not 0 <= index < reader.nchunks:
-                raise KeyError(name)
-            chunk = reader.read_chunk(index)
-            if len(chunk) % reader.dtype.itemsize:
-                raise ERRORS.invalid(f"chunk {index}", reader.chunk_location(index)[0],
-                                     f"a whole number of {reader.dtype.itemsize}-byte items", f"{len(chunk)} bytes")
-            yield from value_lines(chunk.view(reader.dtype))
-            return
-        if name != "data":
-            raise KeyError(name)
-        if reader.order != "C" or not reader.shape:
-            yield from value_lines(reader.read())
-            return
-        per_row = max(1, math.prod(reader.shape[1:]))
-        step = max(1, (1 << 20) // per_row)
-        for low in range(0, reader.shape[0], step):
-            yield from value_lines(reader[low:low + step])
 
 
 def demo(folder: Path) -> Path:

@@ -26,6 +26,7 @@ from .._readers import ReaderBase
 from .._sources import is_remote, is_url, resolve
 from ..errors import Problem
 from ._errors import ERRORS, FileClosedError, NotANumpyArray
+from ._lines import EntryLines
 from ._records import (
     BLOSC_FORMAT_VERSIONS,
     BLOSC_HEADER,
@@ -195,7 +196,7 @@ def _numpy_layout(metadata: MetadataSection) -> tuple[np.dtype, tuple[int, ...],
 MAX_EXPANSION = 32768
 
 
-class BloscpackFile(ReaderBase):
+class BloscpackFile(EntryLines, ReaderBase):
     """A bloscpack file opened lazily: header facts, metadata, and chunk-wise access to its data.
 
     For an ndarray file ``shape``/``dtype``/``order`` come from the metadata; for a byte stream

@@ -19,7 +19,7 @@ import click
 from .. import __version__
 from .. import info as file_info
 from .. import validate as file_problems
-from .._registry import available_formats, module_for, module_of_file
+from .._registry import available_formats, module_for, spec_of_file
 from ..errors import ArrayIOError, FormatError, Problem
 from ._common import (
     emit_json,
@@ -94,7 +94,7 @@ def _file_report(file: str, pairs: tuple[str, ...]) -> dict[str, Any]:
     name = None
     try:
         target = target_of(file, pairs)
-        name = module_of_file(target).FORMAT_NAME
+        name = spec_of_file(target).name
         problems = file_problems(target)
     except OSError as error:  # the line names the file already: the reason is enough
         problems = [Problem(error.strerror or str(error))]
@@ -160,7 +160,8 @@ def validate(ctx: click.Context, files: tuple[str, ...], as_json: bool, dask_add
 def ls_command(file: str, long_: bool, exact: bool, as_json: bool, storage_options: tuple[str, ...]) -> None:
     """List the entries (keys, arrays, episodes, chunks) of FILE (a path or a URL)."""
     target = target_of(file, storage_options)
-    rows = module_of_file(target).entries(target)
+    with spec_of_file(target).open(target) as reader:
+        rows = reader.entries()
     if as_json:
         emit_json(rows)
     elif long_ and rows:
@@ -180,7 +181,8 @@ def cat(file: str, key: str, storage_options: tuple[str, ...]) -> None:
     """
     target = target_of(file, storage_options)
     try:
-        write_lines(module_of_file(target).cat(target, key))
+        with spec_of_file(target).open(target) as reader:
+            write_lines(reader.cat(key))
     except KeyError as error:
         if error.args == (key,):
             fail(f"no such entry: {key!r}")

@@ -16,7 +16,7 @@ from .._registry import FormatSpec
 from ._errors import ERRORS as _ERRORS
 from ._errors import NoStoreError, StoreClosedError
 from ._map import sections as _sections
-from ._protocol import cat, demo, entries, info, open, validate
+from ._protocol import demo, entries, info, open, validate
 from ._protocol import save_model as _save
 from ._reader import load, loads
 from ._records import EXTENSION, FORMAT_NAME, MAGIC
@@ -24,7 +24,7 @@ from ._writer import dump, dumps
 
 __all__ = [
     "load", "loads", "dump", "dumps", "Store", "ValueInfo", "NoStoreError", "StoreClosedError",
-    "FORMAT_NAME", "open", "info", "validate", "entries", "cat", "demo",
+    "FORMAT_NAME", "open", "info", "validate", "entries", "demo",
 ]
 
 # This format, as the registry and every view know it.

@@ -1,4 +1,4 @@
-"""The registry protocol of the KAST layout: open, info, validate, entries, cat, demo (the keyed formats' hooks)."""
+"""The registry protocol of the KAST layout: open, info, validate, entries, demo (the keyed formats' hooks)."""
 
 from __future__ import annotations
 
@@ -6,4 +6,4 @@ from .._keyed import keyed_hooks
 from ._reader import load, loads
 from ._writer import dump
 
-open, validate, info, entries, cat, demo, save_model = keyed_hooks(load, loads, dump, "demo.kast")  # noqa: A001 - the protocol names
+open, validate, info, entries, demo, save_model = keyed_hooks(load, loads, dump, "demo.kast")  # noqa: A001 - the protocol names

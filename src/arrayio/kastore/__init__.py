@@ -24,7 +24,7 @@ from ._errors import (
     VersionTooOldError,
 )
 from ._map import sections as _sections
-from ._protocol import cat, demo, entries, info, open, validate
+from ._protocol import demo, entries, info, open, validate
 from ._protocol import save_model as _save
 from ._reader import load, loads
 from ._records import DEFAULT_KEY_ENCODING, EXTENSION, FORMAT_NAME, MAGIC
@@ -37,7 +37,7 @@ __all__ = [
     "load", "loads", "dump", "dumps", "Store", "ValueInfo",
     "KastoreException", "FileFormatError", "TruncatedFileError", "VersionTooOldError", "VersionTooNewError",
     "StoreClosedError", "NoStoreError", "KeyDecodeError", "PY_ENGINE", "C_ENGINE", "DEFAULT_KEY_ENCODING",
-    "FORMAT_NAME", "open", "info", "validate", "entries", "cat", "demo",
+    "FORMAT_NAME", "open", "info", "validate", "entries", "demo",
 ]
 
 # This format, as the registry and every view know it.

@@ -32,7 +32,7 @@ from ._errors import (
 from ._errors import ERRORS as _ERRORS
 from ._images import EncodedImage
 from ._map import sections as _sections
-from ._protocol import cat, demo, entries, info, open, validate
+from ._protocol import demo, entries, info, open, validate
 from ._reader import CameraFrames, Episode, EpisodeImages, Frame, ImageRecord, KdbFile
 from ._records import EXTENSION, FORMAT_NAME, MAGIC
 from ._tree import tree as _tree
@@ -59,7 +59,6 @@ __all__ = [
     "UnexpectedEof",
     "UnsupportedVersion",
     "Writer",
-    "cat",
     "demo",
     "entries",
     "info",

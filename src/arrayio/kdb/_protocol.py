@@ -1,8 +1,7 @@
-"""The registry protocol of kdb: open, info, validate, entries, cat, demo."""
+"""The registry protocol of kdb: open, info, validate, entries, demo."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +10,6 @@ import numpy as np
 from .._readers import entries_of, info_of, problems_of
 from .._sources import resolve
 from ..errors import ArrayIOError, Problem
-from ._errors import EpisodeIdNotFound
 from ._reader import KdbFile, open_file
 from ._writer import Writer
 
@@ -36,30 +34,6 @@ def validate(path: Any, *, decode_images: bool = True) -> list[Problem]:
 def entries(path: Any) -> list[dict]:
     """One row per episode: id, frames, dims, fps, success, total reward, embodiment, task."""
     return entries_of(open, path)
-
-
-def cat(path: Any, name: str) -> Iterator[str]:
-    """The frames of episode id ``name`` as tab-separated lines: frame, reward, terminal, state, action, images."""
-    try:
-        episode_id = int(name)
-    except ValueError:
-        raise EpisodeIdNotFound(f"kdb: {name!r} is not an episode id (ids are integers; see `arrayio ls`)") from None
-    with open(path) as kdb:
-        position = kdb.position_of(episode_id)
-        episode = kdb.read_episode(position)
-        meta = episode.meta
-        yield (f"# episode {meta.episode_id} (position {position}): {meta.num_frames} frames, "
-               f"embodiment {meta.embodiment!r}, task {meta.task!r}, fps {meta.fps:g}, success {meta.success}, "
-               f"total_reward {meta.total_reward}")
-        yield "frame\treward\tterminal\tstate\taction\timages"
-        for frame in range(len(episode)):
-            images = ", ".join(f"{record.camera}:{record.width}x{record.height}x{record.channels}"
-                               f"{' compressed' if record.compressed else ' raw'} {record.length}B"
-                               for record in kdb.image_records(position, frame))
-            yield "\t".join([str(frame), f"{float(episode.rewards[frame]):g}", str(int(episode.terminals[frame])),
-                             " ".join(f"{value:g}" for value in episode.states[frame].tolist()),
-                             " ".join(f"{value:g}" for value in episode.actions[frame].tolist()),
-                             images or "-"])
 
 
 def demo(folder: Path) -> Path:

@@ -36,6 +36,7 @@ from ._errors import (
     FileClosedError,
     ImageDecodeError,
 )
+from ._lines import EntryLines
 from ._records import (
     CAMERA_COUNT,
     FORMAT_NAME,
@@ -256,7 +257,7 @@ class CameraFrames(Sequence[np.ndarray]):
         return f"<kdb CameraFrames {self.camera!r} of episode {self.images.position}: shape {self.shape}>"
 
 
-class KdbFile(ReaderBase):
+class KdbFile(EntryLines, ReaderBase):
     """An open .kdb file: header, index (a structured view), episodes on demand.
 
     After ``close()`` every access raises ``FileClosedError``.

@@ -34,7 +34,7 @@ from ._matrices import (
     symmetric,
     triangular,
 )
-from ._protocol import cat, demo, entries, info, open, validate
+from ._protocol import demo, entries, info, open, validate
 from ._reader import (
     Container,
     SlotSummary,
@@ -60,7 +60,6 @@ __all__ = [
     "PackedMatrix",
     "SlotSummary",
     "antisymmetric",
-    "cat",
     "causal",
     "decode_metadata",
     "demo",

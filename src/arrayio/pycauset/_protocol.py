@@ -1,8 +1,7 @@
-"""The registry protocol for the pycauset container: info, validate, entries, cat, demo."""
+"""The registry protocol for the pycauset container: info, validate, entries, demo."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -10,10 +9,9 @@ import numpy as np
 
 from .._binary import Source
 from .._readers import entries_of, info_of, problems_of
-from .._text import row_lines, value_lines
 from ..errors import FormatError, Problem
 from ._errors import ERRORS
-from ._reader import Container, jsonable, load, source_problems
+from ._reader import Container, load, source_problems
 from ._writer import save, update_metadata
 
 
@@ -36,34 +34,6 @@ def validate(path: Any) -> list[Problem]:
 def entries(path: Any) -> list[dict[str, Any]]:
     """The matrix and each top-level metadata key, as rows for ``arrayio ls``."""
     return entries_of(open, path)
-
-
-def _tree_lines(value: Any, prefix: str) -> Iterator[str]:
-    if isinstance(value, dict):
-        if not value:
-            yield f"{prefix} = {{}}"
-        for key, item in value.items():
-            yield from _tree_lines(item, f"{prefix}.{key}" if prefix else key)
-    else:
-        yield f"{prefix} = {jsonable(value)!r}" if isinstance(value, bytes) else f"{prefix} = {value!r}"
-
-
-def cat(path: Any, name: str) -> Iterator[str]:
-    """Lines of entry ``name``: "matrix" (one row per line) or "metadata[.key[.key...]]"."""
-    with load(path) as container:
-        if name == "matrix":
-            matrix = container.values()
-            yield from value_lines(matrix) if matrix.ndim == 1 else row_lines(matrix)
-            return
-        parts = name.split(".")
-        if parts[0] != "metadata":
-            raise KeyError(name)
-        value: Any = container.metadata
-        for part in parts[1:]:
-            if not isinstance(value, dict) or part not in value:
-                raise KeyError(name)
-            value = value[part]
-        yield from _tree_lines(value, ".".join(parts[1:]))
 
 
 def open(path: Any, storage_options: dict | None = None) -> Container:  # noqa: A001 - the protocol's name

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,7 @@ except ImportError:  # not POSIX: concurrent updaters are not serialised there
 from .._binary import Source
 from .._readers import ReaderBase
 from .._sources import resolve
+from .._text import row_lines, value_lines
 from ..errors import ArrayIOError, FormatError, Problem, UnsupportedError
 from ._codec import decode_metadata
 from ._errors import ERRORS, ContainerClosedError
@@ -388,9 +390,35 @@ class Container(ReaderBase):
             rows.append({"name": f"metadata.{key}", "type": type(value).__name__, "shape": None, "nbytes": None})
         return rows
 
+    def cat(self, name: str) -> Iterator[str]:
+        """Lines of entry ``name``: "matrix" (one row per line) or "metadata[.key[.key...]]"."""
+        value: Any = self.metadata
+        if name == "matrix":
+            matrix = self.values()
+            yield from value_lines(matrix) if matrix.ndim == 1 else row_lines(matrix)
+            return
+        parts = name.split(".")
+        if parts[0] != "metadata":
+            raise KeyError(name)
+        for part in parts[1:]:
+            if not isinstance(value, dict) or part not in value:
+                raise KeyError(name)
+            value = value[part]
+        yield from _tree_lines(value, ".".join(parts[1:]))
+
     def validate(self) -> list[Problem]:
         """Every problem found: both slots (CRC, alignment, ranges), reserved bytes, blocks, identity."""
         return source_problems(self.source)
+
+
+def _tree_lines(value: Any, prefix: str) -> Iterator[str]:
+    if isinstance(value, dict):
+        if not value:
+            yield f"{prefix} = {{}}"
+        for key, item in value.items():
+            yield from _tree_lines(item, f"{prefix}.{key}" if prefix else key)
+    else:
+        yield f"{prefix} = {jsonable(value)!r}" if isinstance(value, bytes) else f"{prefix} = {value!r}"
 
 
 def jsonable(value: Any) -> Any:
