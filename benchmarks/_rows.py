@@ -63,3 +63,19 @@ def write(path: str | None, area: str, data: str, rows: list[dict[str, Any]]) ->
     """Write the rows of one script run to ``path`` (nothing when ``path`` is None)."""
     if path:
         Path(path).write_text(json.dumps({"area": area, "data": data, "rows": rows}, indent=1))
+
+
+def size(text: str) -> int:
+    """Bytes of a size given as ``123``, ``64K``, ``256M`` or ``1.5G``."""
+    units = {"K": 2**10, "M": 2**20, "G": 2**30}
+    return int(float(text[:-1]) * units[text[-1]]) if text[-1] in units else int(text)
+
+
+def best(function: Any, repeat: int) -> float:
+    """The shortest of ``repeat`` timed calls of ``function``, in seconds."""
+    fastest = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        function()
+        fastest = min(fastest, time.perf_counter() - start)
+    return fastest

@@ -25,25 +25,14 @@ import tempfile
 import time
 from pathlib import Path
 
+import _baselines
 import _rows
 
 HERE = str(Path(__file__).resolve().parent)
 sys.path[:] = [entry for entry in sys.path if os.path.abspath(entry or ".") != HERE]  # this file is zarr.py too
 ROOT = Path(HERE).parent
 
-
-def _size(text: str) -> int:
-    units = {"K": 2**10, "M": 2**20, "G": 2**30}
-    return int(float(text[:-1]) * units[text[-1]]) if text[-1] in units else int(text)
-
-
-def _best(function, repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        function()
-        best = min(best, time.perf_counter() - start)
-    return best
+_size, _best = _rows.size, _rows.best
 
 
 def _peak_rss() -> int:
@@ -55,22 +44,11 @@ def _peak_rss() -> int:
 
 
 def key_read(folder: Path, size: int, repeat: int) -> dict:
-    import numpy as np
     import zarr
 
-    import arrayio.kastore as kastore
     from arrayio.zarr import open_store
 
-    path = folder / "big.kas"
-    values = np.random.default_rng(1).integers(0, 2**62, size // 8, dtype=np.int64)
-    kastore.dump({"big": values, "small": np.arange(10)}, path)
-    del values
-    with kastore.load(path) as store:
-        np.array(store["big"])  # warm the page cache
-        native = _best(lambda: np.array(store["big"]), repeat)
-        in_memory = np.array(store["big"])
-    copy = _best(in_memory.copy, repeat)
-    del in_memory
+    path, native, copy = _baselines.kastore_key(folder, size, "big", repeat)
     zarr_store = open_store(path)
     array = zarr.open_group(store=zarr_store, mode="r")["big"]
     through_zarr = _best(lambda: array[:], repeat)

@@ -20,6 +20,7 @@ from urllib.parse import quote, unquote
 import numpy as np
 
 from ._binary import release_pages
+from ._keyed_dims import dimension_names
 from ._tree import Array, ChunkRef, Group, check_dtype, rows_per_chunk
 
 __all__ = ["UNMAPPED_GROUP", "key_of_zarr_path", "keyed_tree", "unmappable_keys", "zarr_path_of_key"]
@@ -73,7 +74,8 @@ def key_of_zarr_path(path: str) -> str:
     return "/".join(unquote(part) for part in path.split("/"))
 
 
-def _key_array(store: Any, key: str) -> Array:
+def _key_array(store: Any, key: str, dimension: str | None) -> Array:
+    """The array of ``key``; its dimension ``dim_<length>`` unless ``dimension`` names it."""
     info = store.info(key)
     dtype = check_dtype(np.dtype(info.dtype).newbyteorder("<"), f"key {key!r}")  # both layouts store little endian
     offset, _length = store.extent(key)
@@ -101,23 +103,40 @@ def _key_array(store: Any, key: str) -> Array:
     def release(coords: tuple[int, ...]) -> None:
         release_pages(source, *extent(coords))
 
-    return Array((count,), dtype, (rows,), (f"dim_{count}",), {"key": key}, read, reference=reference,
+    return Array((count,), dtype, (rows,), (dimension or f"dim_{count}",), {"key": key}, read, reference=reference,
                  release=release)
 
 
 class _Children(Mapping):
-    """The children of one group of a keyed tree, made when asked for."""
+    """The children of one group of a keyed tree, made when asked for.
 
-    def __init__(self, store: Any, keys: list[str], names: dict) -> None:
+    ``table`` is the group's name ("" for the root and the group of unmappable keys): the
+    dimension names of its arrays follow :func:`arrayio._keyed_dims.dimension_names`, worked
+    out once for the group when its first array is made.
+    """
+
+    def __init__(self, store: Any, keys: list[str], names: dict, table: str = "") -> None:
         self._store = store
         self._keys = keys
         self._names = names  # name -> index of a key, or the dict of a subgroup
+        self._table = table
+        self._dimensions: dict[str, str] | None = None
+
+    def _dimension(self, name: str) -> str | None:
+        if not self._table:  # keys outside a table: dim_<length>, no need to look at the others
+            return None
+        if self._dimensions is None:
+            lengths = {child: self._store.info(self._keys[found]).shape[0]
+                       for child, found in self._names.items() if not isinstance(found, dict)}
+            self._dimensions = dimension_names(self._table, lengths)
+        return self._dimensions[name]
 
     def __getitem__(self, name: str) -> Group | Array:
         found = self._names[name]
         if isinstance(found, dict):
-            return Group({}, _Children(self._store, self._keys, found))
-        return _key_array(self._store, self._keys[found])
+            table = "" if found is self._names.get(UNMAPPED_GROUP) and not self._table else unquote(name)
+            return Group({}, _Children(self._store, self._keys, found, table))
+        return _key_array(self._store, self._keys[found], self._dimension(name))
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._names)

@@ -86,3 +86,23 @@ def pycauset_file(tmp_path):
 def reference_pycauset():
     """The pycauset 0.6.1 package, imported from a scratch folder (it makes ./.pycauset/)."""
     return references.pycauset(importer=pytest.importorskip)
+
+
+@pytest.fixture(scope="session")
+def make_trees(tmp_path_factory):
+    """Write an msprime tree sequence with mutations (samples, length, seed) as tskit does; returns its path."""
+    msprime = pytest.importorskip("msprime")
+
+    def make(samples: int = 20, sequence_length: float = 1e5, seed: int = 7):
+        ts = msprime.sim_ancestry(samples=samples, sequence_length=sequence_length, recombination_rate=1e-8,
+                                  population_size=1e4, random_seed=seed)
+        path = tmp_path_factory.mktemp("tskit") / "sim.trees"
+        msprime.sim_mutations(ts, rate=1e-8, random_seed=seed).dump(path)
+        return path
+    return make
+
+
+@pytest.fixture(scope="session")
+def trees_file(make_trees):
+    """A small tree sequence (20 samples) shared by the zarr, engine and VirtualiZarr tests."""
+    return make_trees()

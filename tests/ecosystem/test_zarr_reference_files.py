@@ -103,17 +103,6 @@ def test_every_pycauset_matrix_type_written_by_pycauset(reference_pycauset, tmp_
 TSKIT_TABLES = ("nodes", "edges", "sites", "mutations", "individuals", "populations", "migrations", "provenances")
 
 
-@pytest.fixture(scope="module")
-def trees_file(tmp_path_factory):
-    msprime = pytest.importorskip("msprime")
-    ts = msprime.sim_ancestry(samples=20, sequence_length=1e5, recombination_rate=1e-8, population_size=1e4,
-                              random_seed=7)
-    ts = msprime.sim_mutations(ts, rate=1e-8, random_seed=7)
-    path = tmp_path_factory.mktemp("tskit") / "sim.trees"
-    ts.dump(path)
-    return path
-
-
 def test_tskit_tree_sequence_through_xarray(trees_file):
     tskit = pytest.importorskip("tskit")
     tables = tskit.load(trees_file).tables
