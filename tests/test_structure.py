@@ -186,18 +186,6 @@ def _without_own_package(graph: dict[str, set[str]]) -> dict[str, set[str]]:
             for name, targets in graph.items()}
 
 
-# The one loop known when this check was written, broken by other work (issue 18 item 4): _binary and
-# _sources import each other (since the remote transports moved, through arrayio._remote too).
-KNOWN_LOOP = {"arrayio._binary", "arrayio._sources"}
-
-
-def test_no_import_loop_besides_the_known_one():
-    cycles = _cycles(_without_own_package(_import_graph()))
-    assert [cycle for cycle in cycles if not KNOWN_LOOP <= set(cycle)] == []
-
-
-@pytest.mark.xfail(reason="arrayio._binary and arrayio._sources import each other until issue 18 item 4 "
-                          "(open_source/open_output) breaks the loop; drop this mark then", strict=True)
 def test_no_import_loop_at_all():
     assert _cycles(_without_own_package(_import_graph())) == []
 

@@ -1,5 +1,5 @@
 """Fixtures of the remote tests: an HTTP range server, moto's S3 server, the gcp-storage-emulator and
-(where it is installed) Azurite on 127.0.0.1, one dask LocalCluster for the session, and sample files of
+Azurite (installed by npm on first use) on 127.0.0.1, one dask LocalCluster for the session, and sample files of
 every format written by us and by the reference packages."""
 
 from __future__ import annotations
@@ -113,9 +113,9 @@ def azurite_server(tmp_path_factory):
     pytest.importorskip("adlfs")
     server = AzuriteServer.find(tmp_path_factory.mktemp("azurite"))
     if server is None:
-        pytest.skip("az:// is tested against Azurite, a Node.js program that pip cannot install and no "
-                    "pip-installable Azure Blob emulator exists: `npm install -g azurite` puts azurite-blob "
-                    "on PATH and these tests run")
+        pytest.skip("az:// is tested against Azurite, a Node.js program that pip cannot install: it comes "
+                    "from PATH or is installed by npm into ~/.cache/arrayio-tests/azurite, and this machine has "
+                    "no npm (or npm could not install it)")
     server.start()
     import fsspec
 

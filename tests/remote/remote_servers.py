@@ -344,6 +344,26 @@ AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1
 _AZURITE_LISTENING = re.compile(r"listens on (http://127\.0\.0\.1:\d+)")
 
 
+AZURITE_PACKAGE = "azurite@3"
+AZURITE_FOLDER = os.path.join(os.path.expanduser("~"), ".cache", "arrayio-tests", "azurite")
+
+
+def _installed_azurite() -> str | None:
+    """``azurite-blob`` of the tests' own npm folder, after ``npm install`` into it when it is not there yet."""
+    command = os.path.join(AZURITE_FOLDER, "node_modules", ".bin", "azurite-blob")
+    if os.path.exists(command):
+        return command
+    npm = shutil.which("npm")
+    if npm is None:
+        return None
+    try:
+        subprocess.run([npm, "install", "--prefix", AZURITE_FOLDER, "--no-audit", "--no-fund", AZURITE_PACKAGE],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=300, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return command if os.path.exists(command) else None
+
+
 class AzuriteServer:
     """Azurite's blob service (Node.js), run as a subprocess on 127.0.0.1 and a port it picks, data in memory,
     reached through a CountingRelay (Azurite runs in another process, so there is no layer to wrap)."""
@@ -357,8 +377,11 @@ class AzuriteServer:
 
     @classmethod
     def find(cls, workspace: os.PathLike) -> AzuriteServer | None:
-        """An AzuriteServer if ``azurite-blob`` is on PATH, else None."""
+        """An AzuriteServer: ``azurite-blob`` from PATH, else from the tests' own npm folder, installed there
+        from the npm registry on first use (pip cannot install Azurite); None where npm is missing or fails."""
         command = shutil.which("azurite-blob")
+        if command is None:
+            command = _installed_azurite()
         return None if command is None else cls(command, os.fspath(workspace))
 
     def start(self) -> None:
