@@ -11,7 +11,7 @@ FORMATS = ("kastore", "kast", "bloscpack", "kdb", "pycauset")
 TARGET_QUESTIONS = {"is_url", "is_remote", "resolve"}
 # The robot-learning toolkit that issue 18 moves out of the format package: a shard list mixes paths, URLs and
 # URL globs, and its loader prefetches only when a shard is remote.
-TOOLKIT = {"kdb/_shards.py"}
+TOOLKIT = {"robot/_shards.py"}
 
 
 def _imported_names(path: Path) -> set[str]:
