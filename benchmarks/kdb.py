@@ -304,7 +304,7 @@ def bench_sequential(paths: dict, args: argparse.Namespace) -> list[dict]:
 def bench_loader(paths: dict, args: argparse.Namespace) -> list[dict]:
     import torch
 
-    from arrayio.kdb.torch import FrameDataset
+    from arrayio.robot.torch import FrameDataset
 
     dataset = FrameDataset(paths["kdb"], history=2, horizon=8)
     batches = max(8, args.samples // 64)
@@ -441,7 +441,7 @@ def training(args: argparse.Namespace, folder: Path) -> list[dict]:
     """Every training-loader case, printed; their rows (area "kdb-training")."""
     import torch
 
-    from arrayio.kdb.torch import FrameDataset, collate, decode_batch
+    from arrayio.robot.torch import FrameDataset, collate, decode_batch
 
     torch.set_num_threads(1)
     print(f"machine: {os.cpu_count()} cores, shared; CUDA: {torch.cuda.is_available()}")
@@ -513,7 +513,7 @@ def bench_cuda(batch: dict, encoded: list[bytes], size: int, dataset) -> dict:
     import torch
     from torchvision.io import decode_jpeg
 
-    from arrayio.kdb.torch import decode_batch
+    from arrayio.robot.torch import decode_batch
 
     pieces = [torch.frombuffer(bytearray(encoded[i % POOL]), dtype=torch.uint8) for i in range(256)]
     decode_jpeg(pieces, device="cuda")
@@ -537,7 +537,7 @@ def bench_cuda(batch: dict, encoded: list[bytes], size: int, dataset) -> dict:
 
 
 def bench_mixture(folder: Path, args: argparse.Namespace) -> list[dict]:
-    from arrayio.kdb.torch import FrameDataset, MixtureDataset, collate
+    from arrayio.robot.torch import FrameDataset, MixtureDataset, collate
 
     frames = args.train_frames
     sets = []
@@ -582,7 +582,7 @@ def bench_mixture(folder: Path, args: argparse.Namespace) -> list[dict]:
 
 
 def _ingest_child(source: str, target: str) -> None:
-    from arrayio.kdb.lerobot import ingest_lerobot
+    from arrayio.robot.lerobot import ingest_lerobot
 
     started = time.perf_counter()
     ingest_lerobot(source, target)
@@ -597,7 +597,7 @@ def _ingest_child(source: str, target: str) -> None:
 def bench_ingest(folder: Path, sizes: tuple[int, ...]) -> list[dict]:
     import subprocess
 
-    from arrayio.kdb.lerobot import export_lerobot
+    from arrayio.robot.lerobot import export_lerobot
 
     print("\nLeRobot v3.0 ingest, AV1 video (224x224, 2 cameras, 150-frame episodes), in a fresh process each:")
     rng = np.random.default_rng(9)

@@ -63,7 +63,7 @@ def synchronize(device) -> None:
 
 def ceiling(dataset, device, repeat: int = 5) -> float:
     """Frames/s of decode alone on the device for a packed batch of 256 random frames (best of 3)."""
-    from arrayio.kdb.torch import collate, decode_batch
+    from arrayio.robot.torch import collate, decode_batch
 
     rng = np.random.default_rng(0)
     packed = collate(dataset.with_decode("none").__getitems__(rng.integers(0, len(dataset), BATCH).tolist()))
@@ -116,7 +116,7 @@ def loader_rate(dataset, device, workers: int, decode: str, batches: int, step) 
     """Frames/s of GpuLoader after its first batch, the consumer running ``step`` on each; its choice and stats."""
     import torch
 
-    from arrayio.kdb.torch_loader import GpuLoader
+    from arrayio.robot.torch_loader import GpuLoader
 
     loader = GpuLoader(dataset, batch_size=BATCH, num_workers=workers, device=device, decode=decode, shuffle=True,
                        drop_last=True, generator=torch.Generator().manual_seed(workers),
@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     torch.set_num_threads(1)
     print(f"{torch.cuda.get_device_name(device) if device.type == 'cuda' else 'CPU'}; {data}")
-    from arrayio.kdb.torch import FrameDataset
+    from arrayio.robot.torch import FrameDataset
 
     rows = []
     with tempfile.TemporaryDirectory() as scratch:

@@ -57,7 +57,7 @@ def epoch_rates(dataset, epochs: int, batch: int, counts=None) -> list[tuple[flo
     whose workers live across epochs."""
     import torch
 
-    from arrayio.kdb.torch import collate
+    from arrayio.robot.torch import collate
 
     loader = torch.utils.data.DataLoader(dataset, batch_size=batch, shuffle=True, num_workers=2, collate_fn=collate,
                                          persistent_workers=True, drop_last=True,
@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> None:
     import boto3
     from remote_servers import CountingMotoServer
 
-    from arrayio.kdb.torch import FrameDataset
+    from arrayio.robot.torch import FrameDataset
 
     data = (f"{args.shards} shards x {args.episodes} episodes x {args.frames} frames, 2 JPEG cameras "
             f"{args.size}x{args.size}, batch {args.batch}, 2 workers, {args.epochs} epochs, moto on loopback")

@@ -63,7 +63,7 @@ def child(python: Path, *args: str) -> str:
 
 def build(python: Path, folder: Path, args: argparse.Namespace) -> tuple[Path, Path, float]:
     """The lerobot dataset (written once per size) and its .kdb; seconds the ingest took."""
-    from arrayio.kdb.lerobot import ingest_lerobot
+    from arrayio.robot.lerobot import ingest_lerobot
 
     name = f"lerobot-e{args.episodes}-f{args.frames}-s{args.size}"
     dataset = folder / name
@@ -100,7 +100,7 @@ def frame_rates(path: Path, args: argparse.Namespace) -> dict:
     """FrameDataset's rates, float output, the same sampling as the lerobot child."""
     import torch
 
-    from arrayio.kdb.torch import FrameDataset
+    from arrayio.robot.torch import FrameDataset
 
     dataset = FrameDataset(path)
     rng = np.random.default_rng(1)

@@ -378,7 +378,7 @@ def write_shards(folder: Path, shards: int = 8, episodes: int = 64, frames: int 
 
 def case_kdb_batch(urls: list[str], batch: int = 256) -> list[dict]:
     """One batch of ``batch`` random frames from the shards through FrameDataset, through each client."""
-    from arrayio.kdb.torch import FrameDataset
+    from arrayio.robot.torch import FrameDataset
 
     rows, seconds, facts = [], {}, {}
     for client in CLIENTS:

@@ -13,7 +13,7 @@ import json
 import shutil
 from pathlib import Path
 
-from arrayio.kdb.lerobot import ingest_lerobot  # at import: atheris instruments arrayio while this loads
+from arrayio.robot.lerobot import ingest_lerobot  # at import: atheris instruments arrayio while this loads
 
 FORMAT = "lerobot"
 SEPARATOR = b"\n\xff\xfe\n"

@@ -30,10 +30,15 @@ RUN = 6
 ALLOWED_NAMING = {
     "_registry.py": {"kastore", "kast", "bloscpack", "kdb", "pycauset"},
 }
+# Toolkit packages over one format (issue 18 item 5): every module in them names that format (it is the
+# format's toolkit), and reads it through the format package's public names only (checked below).
+TOOLKIT_PACKAGES = {
+    "robot": "kdb",  # the robot-learning toolkit (torch datasets, LeRobot, shards, tools, plots) over kdb files
+}
 # Modules outside the format packages that name a format today and are being moved by other work
 # (the lead's kdb toolkit move, issue 18 item 5; the format-specific CLI verb groups), each with its reason.
 KNOWN_NAMING = {
-    "cli/kdb.py": "the `arrayio kdb` verbs of the robot-learning toolkit (issue 18 item 5 moves the toolkit)",
+    "cli/kdb.py": "the `arrayio kdb` verbs of the robot-learning toolkit (arrayio.robot)",
     "cli/bloscpack.py": "the `arrayio bloscpack compress|decompress|append` verbs of the reference tool",
     "cli/__init__.py": "adds the two format verb groups above",
     "cli/_table.py": "the verb table the CLI help is made from: it lists the two format verb groups' verbs",
@@ -95,6 +100,9 @@ def test_no_module_outside_a_format_package_names_a_format():
             continue
         relative = _relative(path)
         named = (_code_words(path.read_text()) & names) - ALLOWED_NAMING.get(relative, set())
+        toolkit_of = TOOLKIT_PACKAGES.get(relative.partition("/")[0])
+        if toolkit_of is not None:
+            named -= {toolkit_of} | _reader_class_names()
         if named and relative not in KNOWN_NAMING:
             found[relative] = sorted(named)
     assert not found, f"modules outside the format packages that name formats: {found}"
@@ -104,6 +112,30 @@ def test_the_known_exceptions_still_need_their_entry():
     names = set(FORMATS) | _reader_class_names()
     stale = [relative for relative in KNOWN_NAMING if not (_code_words((PACKAGE / relative).read_text()) & names)]
     assert not stale, f"drop these from KNOWN_NAMING, they name no format any more: {stale}"
+
+
+def test_a_toolkit_reads_its_format_through_public_names_only():
+    private = {}
+    for folder, format_name in TOOLKIT_PACKAGES.items():
+        for path in sorted((PACKAGE / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom) and node.module:
+                    module = node.module.split(".")
+                    if format_name in module and module[module.index(format_name) + 1:][:1] != []:
+                        private.setdefault(_relative(path), []).append(node.module)
+                    elif format_name in module:
+                        private_names = [alias.name for alias in node.names if alias.name.startswith("_")]
+                        if private_names:
+                            private.setdefault(_relative(path), []).extend(private_names)
+    assert not private, f"toolkit modules importing their format's private modules or names: {private}"
+
+
+def test_a_format_does_not_import_its_toolkit():
+    for folder, format_name in TOOLKIT_PACKAGES.items():
+        for path in sorted((PACKAGE / format_name).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom):
+                    assert folder not in (node.module or "").split("."), (_relative(path), node.module)
 
 
 # --------------------------------------------------------------------------- imports

@@ -64,7 +64,7 @@ def inputs(tmp_path_factory):
     with h5py.File(valid["hdf5"], "w") as hdf5:
         hdf5.create_dataset("data/demo_0/actions", data=np.zeros((4, 2), np.float32))
         hdf5.create_dataset("data/demo_0/states", data=np.ones((4, 3), np.float32))
-    from arrayio.kdb.lerobot import export_lerobot
+    from arrayio.robot.lerobot import export_lerobot
 
     valid["lerobot"] = folder / "lerobot"
     export_lerobot(valid["kdb"], valid["lerobot"], video=False)

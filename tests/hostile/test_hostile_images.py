@@ -34,7 +34,7 @@ def test_jpeg_bomb_is_refused_before_the_pixels_are_allocated(hostile, tmp_path:
     outcome = hostile(MAKE_BOMB + """
 import sys, torch
 from arrayio import LimitError
-from arrayio.kdb.torch import FrameDataset, collate, decode_batch
+from arrayio.robot.torch import FrameDataset, collate, decode_batch
 make_bomb(sys.argv[1], 30000)
 try:
     if sys.argv[2] == "frame_dataset":
@@ -58,7 +58,7 @@ def test_the_image_limit_can_be_raised(hostile, tmp_path: Path):
     outcome = hostile(MAKE_BOMB + """
 import sys
 from arrayio import FormatError, LimitError, limits
-from arrayio.kdb.torch import FrameDataset
+from arrayio.robot.torch import FrameDataset
 make_bomb(sys.argv[1], 2000, patch=False)
 try:
     FrameDataset(sys.argv[1], image_format="uint8")[0]
@@ -80,7 +80,7 @@ def test_the_refusal_crosses_dataloader_workers_and_pickles(hostile, tmp_path: P
     outcome = hostile(MAKE_BOMB + """
 import pickle, sys, torch
 from arrayio import LimitError
-from arrayio.kdb.torch import FrameDataset
+from arrayio.robot.torch import FrameDataset
 make_bomb(sys.argv[1], 30000)
 loader = torch.utils.data.DataLoader(FrameDataset(sys.argv[1], image_format="uint8"), batch_size=2, num_workers=1)
 try:

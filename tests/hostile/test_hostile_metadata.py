@@ -10,7 +10,7 @@ import pytest
 from hostile_run import PEAK_LIMIT_MB, run_cli_hostile, run_hostile
 
 from arrayio import FormatError
-from arrayio.kdb.lerobot import expand_template
+from arrayio.robot.lerobot import expand_template
 
 pytest.importorskip("pyarrow")
 pytest.importorskip("av")
@@ -137,7 +137,7 @@ def test_frames_that_disagree_on_cameras_are_a_format_error(tmp_path: Path):
             assert isinstance(caught.value, FormatError) and isinstance(caught.value, KeyError)
             assert str(caught.value).startswith("kdb: episode 0 frame 1")
     torch = pytest.importorskip("torch")
-    from arrayio.kdb.torch import FrameDataset
+    from arrayio.robot.torch import FrameDataset
 
     with pytest.raises(MissingImage, match="frame 1 has no image of camera 'front'"):
         FrameDataset(path, cameras=["front"])[1]

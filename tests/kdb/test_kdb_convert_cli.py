@@ -10,7 +10,7 @@ from kdb_cases import GOLDEN, gradient_frames, write_lerobot, write_robomimic
 
 import arrayio
 from arrayio import kdb
-from arrayio.kdb import convert
+from arrayio.robot import convert
 
 h5py = pytest.importorskip("h5py")
 pq = pytest.importorskip("pyarrow.parquet")

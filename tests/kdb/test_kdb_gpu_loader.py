@@ -14,8 +14,8 @@ from test_kdb_training import _cuda_and_torchvision, write_shard
 
 torch = pytest.importorskip("torch")
 
-from arrayio.kdb.torch import FrameDataset, collate, decode_batch  # noqa: E402
-from arrayio.kdb.torch_loader import GpuLoader, choose_decode, nvjpeg_images_per_second  # noqa: E402
+from arrayio.robot.torch import FrameDataset, collate, decode_batch  # noqa: E402
+from arrayio.robot.torch_loader import GpuLoader, choose_decode, nvjpeg_images_per_second  # noqa: E402
 
 
 @pytest.fixture
@@ -190,7 +190,7 @@ def test_auto_rule_follows_the_issue_table():
 
 def test_auto_measures_the_dataset_and_says_what_it_chose(shards, caplog):
     dataset = FrameDataset(shards)
-    with caplog.at_level(logging.INFO, logger="arrayio.kdb"):
+    with caplog.at_level(logging.INFO, logger="arrayio.robot"):
         fast = GpuLoader(dataset, batch_size=4, device=FakeDevice(images_per_second=1e9), num_workers=1, cores=2)
         slow = GpuLoader(dataset, batch_size=4, device=FakeDevice(images_per_second=1.0), num_workers=1, cores=2)
     assert fast.decode == "gpu" and slow.decode == "cpu"

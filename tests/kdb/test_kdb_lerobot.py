@@ -18,7 +18,7 @@ from lerobot_cases import (
 )
 
 from arrayio import kdb
-from arrayio.kdb.lerobot import export_lerobot, ingest_lerobot
+from arrayio.robot.lerobot import export_lerobot, ingest_lerobot
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")

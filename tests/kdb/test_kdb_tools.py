@@ -11,7 +11,7 @@ from lerobot_cases import write_lerobot_v30
 
 import arrayio
 from arrayio import kdb
-from arrayio.kdb import tools
+from arrayio.robot import tools
 
 
 def write_varied(path, compress="jpeg", ids_from=0):

@@ -10,7 +10,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from arrayio import kdb  # noqa: E402
-from arrayio.kdb.torch import EpisodeDataset, FrameDataset  # noqa: E402
+from arrayio.robot.torch import EpisodeDataset, FrameDataset  # noqa: E402
 
 
 def test_frame_dataset_windows_and_pads(sample):
@@ -75,7 +75,7 @@ def test_default_collation_hands_a_fetched_batch_over_without_restacking(sample)
     dataset = FrameDataset(sample)
     loader = torch.utils.data.DataLoader(dataset, batch_size=4)  # default_collate
     batch = next(iter(loader))
-    from arrayio.kdb.torch import collate
+    from arrayio.robot.torch import collate
 
     want = collate(dataset.__getitems__([0, 1, 2, 3]))
     assert set(batch) == set(want)

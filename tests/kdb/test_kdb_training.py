@@ -12,7 +12,7 @@ from kdb_cases import gradient_frames
 torch = pytest.importorskip("torch")
 
 from arrayio import kdb
-from arrayio.kdb.torch import (
+from arrayio.robot.torch import (
     EpisodeDataset,
     FrameDataset,
     MixtureDataset,
@@ -247,7 +247,7 @@ def test_mixture_of_packed_datasets_keeps_items_in_place(shards):
 
 
 def test_image_tables_are_parsed_once_and_bounded(shards, monkeypatch):
-    from arrayio.kdb import _shards
+    from arrayio.robot import _shards
     from arrayio.kdb._reader import KdbFile
 
     parsed = []

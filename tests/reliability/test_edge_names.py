@@ -17,8 +17,8 @@ import pytest
 from arrayio import kdb
 from arrayio._names import path_segment, relative_under
 from arrayio.errors import FormatError, UnsafeNameError
-from arrayio.kdb import convert as kdb_convert
-from arrayio.kdb import lerobot
+from arrayio.robot import convert as kdb_convert
+from arrayio.robot import lerobot
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kdb"))
 from kdb_cases import gradient_frames, write_lerobot  # noqa: E402

@@ -11,7 +11,7 @@ import pytest
 import arrayio
 from arrayio import bloscpack, kastore, kdb, pycauset
 from arrayio import dask as arrayio_dask
-from arrayio.kdb.dask import kdb_bag
+from arrayio.robot.dask import kdb_bag
 
 pytestmark = pytest.mark.slow
 # The graphs and the cluster are what these tests are about; both clients' fetch paths are tested elsewhere.

@@ -13,11 +13,11 @@ from remote_samples import BUCKET, OBJECT_STORES
 
 import arrayio
 from arrayio import kdb
-from arrayio.kdb._shards import resolve_sources
+from arrayio.robot._shards import resolve_sources
 
 torch = pytest.importorskip("torch")
 
-from arrayio.kdb.torch import EpisodeDataset, FrameDataset  # noqa: E402 - after the torch skip
+from arrayio.robot.torch import EpisodeDataset, FrameDataset  # noqa: E402 - after the torch skip
 
 SHARD_FRAMES = [(4, 5), (6,), (3, 3, 3)]  # frames per episode of shards 0, 1, 2
 

@@ -15,7 +15,7 @@ from arrayio import kdb
 
 torch = pytest.importorskip("torch")
 
-from arrayio.kdb.torch import FrameDataset, collate  # noqa: E402 - after the torch skip
+from arrayio.robot.torch import FrameDataset, collate  # noqa: E402 - after the torch skip
 
 SHARDS, EPISODES, FRAMES, SIZE = 3, 4, 12, 64
 

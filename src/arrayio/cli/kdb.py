@@ -7,8 +7,8 @@ import os
 
 import click
 
-from ..kdb import convert, lerobot, tools
 from ..kdb import open as open_file
+from ..robot import convert, lerobot, tools
 from ._common import check_target, emit_json, fail, progress, storage_options_of, target_of
 from ._table import command, group_help
 
@@ -184,7 +184,7 @@ def show(file: str, episode: int, png: str | None, frames: int, by_id: bool, sto
             kind = "compressed" if record.compressed else "raw"
             click.echo(f"  camera {record.camera!r}: {record.width}x{record.height}x{record.channels} {kind}")
         if png:
-            from ..kdb.plot import episode_png
+            from ..robot.plot import episode_png
 
             episode_png(reader, position, png, frames=frames)
             click.echo(f"  picture: {png}")

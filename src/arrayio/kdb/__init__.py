@@ -7,15 +7,18 @@
         frame = f.read_frame(0, 17)          # one frame, images decoded
 
 The byte layout and every decision the original spec leaves open are in
-``docs/formats/kdb.md``; the PyTorch datasets live in ``arrayio.kdb.torch``.
+``docs/formats/kdb.md``. This package is the file format only; the robot-learning toolkit (PyTorch
+datasets, LeRobot, shards, tools, plots) is :mod:`arrayio.robot`, over the public names below.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Any
 
 from .._registry import FormatSpec
+from ._batch_reads import IMAGE_TABLE_DTYPE, NO_IMAGE
 from ._codec import EpisodeMeta
 from ._errors import (
     ERRORS,
@@ -32,17 +35,25 @@ from ._errors import (
     UnsupportedVersion,
 )
 from ._errors import ERRORS as _ERRORS
-from ._images import EncodedImage
+from ._images import JPEG_MAGIC, EncodedImage, check_jpeg_header, decode_jpeg_into
+from ._images import check_records as check_image_records
+from ._images import decode as decode_image
+from ._images import encode as encode_image
 from ._map import sections as _sections
 from ._protocol import demo, open, validate
 from ._reader import CameraFrames, Episode, EpisodeImages, Frame, ImageRecord, KdbFile
-from ._records import EXTENSION, FORMAT_NAME, MAGIC
+from ._records import EXTENSION, FORMAT_NAME, HEADER_SIZE, INDEX_ENTRY, MAGIC
 from ._tree import tree as _tree
 from ._writer import Writer
 
 __all__ = [
     "ERRORS",
     "FORMAT_NAME",
+    "HEADER_SIZE",
+    "IMAGE_TABLE_DTYPE",
+    "INDEX_ENTRY",
+    "JPEG_MAGIC",
+    "NO_IMAGE",
     "BadMagic",
     "CameraFrames",
     "EncodedImage",
@@ -63,15 +74,26 @@ __all__ = [
     "UnexpectedEof",
     "UnsupportedVersion",
     "Writer",
+    "check_image_records",
+    "check_jpeg_header",
+    "decode_image",
+    "decode_jpeg_into",
     "demo",
+    "encode_image",
     "open",
     "validate",
 ]
 
-def _export_npz(source: Any, target: Any, progress: Callable[[int], None]) -> None:
-    """kdb -> .npz for ``arrayio convert``: every episode's arrays, images decoded (see convert.export_npz)."""
-    from .convert import export_npz
+# The public names the toolkit reads beyond the reader and the writer: the header and index entry
+# sizes, the batched image table's row dtype (and its "no image" row), the JPEG signature and the
+# image codec (encode, decode, decode straight into a buffer, and the checks before any pixels).
+_TOOLKIT = "arrayio.robot"
 
+
+def _export_npz(source: Any, target: Any, progress: Callable[[int], None]) -> None:
+    """kdb -> .npz for ``arrayio convert``: every episode's arrays, images decoded (the toolkit's
+    ``arrayio.robot.convert.export_npz``, found by name when asked: the format never imports the toolkit)."""
+    export_npz = importlib.import_module(_TOOLKIT + ".convert").export_npz
     export_npz(source, target, progress=lambda done, total: progress(0))
 
 

@@ -21,6 +21,11 @@ class BatchReads:
     """Batched reads over a KdbFile's episodes (mixed into KdbFile)."""
 
     # ``self`` is a KdbFile: its entry(), image_records() and source.
+    @property
+    def file_size(self: Any) -> int:
+        """The file's size in bytes (what ``arrayio kdb stats`` splits into sections)."""
+        return int(self.source.size)
+
     def image_table(self: Any, position: int) -> dict[str, np.ndarray]:
         """Every image record of the episode at ``position``: {camera: (frames,) IMAGE_TABLE_DTYPE array}
         (offset, length, height, width, channels, format byte; length -1 where a frame has no image

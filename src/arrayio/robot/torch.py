@@ -39,14 +39,20 @@ try:
 except ModuleNotFoundError as error:  # say which extra installs it
     from .._optional import missing
 
-    raise missing("torch", "arrayio.kdb.torch") from error
+    raise missing("torch", "arrayio.robot.torch") from error
 
 from .._optional import require
-from . import _images
-from ._batch_reads import IMAGE_TABLE_DTYPE
-from ._errors import ImageDecodeError, MissingImage
-from ._images import JPEG_MAGIC
-from ._reader import ImageRecord
+from ..kdb import (
+    IMAGE_TABLE_DTYPE,
+    JPEG_MAGIC,
+    ImageDecodeError,
+    ImageRecord,
+    MissingImage,
+    check_image_records,
+    check_jpeg_header,
+    decode_image,
+    decode_jpeg_into,
+)
 from ._shards import ShardSet, frame_offsets
 from .lerobot import TOLERANCE_S
 from .torch_batch import (
@@ -106,7 +112,7 @@ class FrameDataset(Dataset):
     ``decode="cpu"`` decodes images in the worker; ``"none"`` and ``"cuda"``
     leave each camera's stored bytes packed (``image.<camera>`` uint8,
     ``image.<camera>_offsets``, ``image.<camera>_sizes``) for :func:`decode_batch`.
-    ``"auto"`` (the default) lets :class:`arrayio.kdb.torch_loader.GpuLoader`
+    ``"auto"`` (the default) lets :class:`arrayio.robot.torch_loader.GpuLoader`
     choose between the two for its device, batch and worker count; read
     without such a loader it decodes in the worker, as ``"cpu"``.
     """
@@ -422,8 +428,8 @@ class _ImageGather:
         if len(wrong):
             raise ValueError(f"kdb: camera {self.camera!r} has images of {tuple(shapes[wrong[0]].tolist())} and "
                              f"{shape} in one batch; a batch needs one image size per camera")
-        _images.check_records(chosen["width"], chosen["height"], channels, chosen["length"], formats != 0,
-                              chosen["offset"], f"image {self.camera!r}")  # the file's word, before the batch
+        check_image_records(chosen["width"], chosen["height"], channels, chosen["length"], formats != 0,
+                            chosen["offset"], f"image {self.camera!r}")  # the file's word, before the batch
         batch = batch_tensor((self.size * self.window, *shape), torch.uint8)
         pixels = batch.numpy()
         owners = self.source.reshape(-1)[places]
@@ -432,7 +438,7 @@ class _ImageGather:
                                                            chosen["length"].tolist(), formats.tolist(),
                                                            owners.tolist(), stored):
             target = pixels[place]
-            if fmt and _images.decode_jpeg_into(data, target):  # JPEG straight into the batch
+            if fmt and decode_jpeg_into(data, target):  # JPEG straight into the batch
                 continue  # anything else (and any failure) by the reader below
             record = records[place]
             kdb = sources.file(owner)
@@ -483,7 +489,7 @@ def decode_batch(batch: Mapping[str, Any], device: Any = "cpu", *, image_format:
     cameras = packed_cameras(batch)
     if not cameras and any(key.startswith("image.") and isinstance(value, list) for key, value in batch.items()):
         raise ValueError("kdb: this batch holds lists of image bytes: build the DataLoader with "
-                         "collate_fn=arrayio.kdb.torch.collate to get them packed")
+                         "collate_fn=arrayio.robot.torch.collate to get them packed")
     hidden = {camera + part for camera in cameras for part in PACKED_PARTS}
     out: dict[str, Any] = {}
     for key, value in batch.items():
@@ -508,8 +514,8 @@ def _decode_camera(batch: Mapping[str, Any], key: str, device: torch.device, ima
         raise ValueError(f"kdb: {key} holds images of several sizes {sorted(shapes)}; a batch needs one size")
     height, width, channels = shapes.pop() if shapes else (0, 0, 3)
     starts = offsets.numpy()  # the records' sizes are the file's word: checked before any pixel is allocated
-    _images.check_records(flat_sizes[:, 1], flat_sizes[:, 0], flat_sizes[:, 2], np.diff(starts), flat_sizes[:, 3] != 0,
-                          starts[:-1], key)
+    check_image_records(flat_sizes[:, 1], flat_sizes[:, 0], flat_sizes[:, 2], np.diff(starts),
+                        flat_sizes[:, 3] != 0, starts[:-1], key)
     if device.type == "cuda":
         problem = _cuda_problem(data, offsets, flat_sizes)
         if problem is None:
@@ -534,10 +540,10 @@ def _decode_cpu(key: str, data: torch.Tensor, offsets: torch.Tensor, sizes: np.n
                                  f"{height}x{width}x{channels}")
             pixels[slot] = piece.reshape(height, width, channels)
             continue
-        if _images.decode_jpeg_into(piece, pixels[slot]):
+        if decode_jpeg_into(piece, pixels[slot]):
             continue
         try:
-            pixels[slot] = _images.decode(piece.data, width, height, channels)
+            pixels[slot] = decode_image(piece.data, width, height, channels)
         except ValueError as error:
             raise ImageDecodeError(format="kdb", field=f"{key} image {slot}", offset=start,
                                    expected="a decodable JPEG or PNG", found=str(error)) from None
@@ -556,8 +562,8 @@ def _cuda_problem(data: torch.Tensor, offsets: torch.Tensor, sizes: np.ndarray) 
     for slot in range(len(sizes)):
         if sizes[slot, 3] == 0 or bytes(flat[starts[slot]:starts[slot] + 3]) != JPEG_MAGIC:
             return f"image {slot} is not a JPEG (nvJPEG decodes JPEG only)"
-        _images.check_jpeg_header(flat[starts[slot]:starts[slot + 1]], int(sizes[slot, 1]), int(sizes[slot, 0]),
-                                  f"image {slot}", starts[slot])  # nvJPEG sizes its output from the header
+        check_jpeg_header(flat[starts[slot]:starts[slot + 1]], int(sizes[slot, 1]), int(sizes[slot, 0]),
+                          f"image {slot}", starts[slot])  # nvJPEG sizes its output from the header
     return None
 
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from .._edge import open_output
 from .._optional import require
-from ._reader import KdbFile
+from ..kdb import KdbFile
 
 # Beyond this many dimensions the curves stop being readable one by one; the legend is dropped.
 LEGEND_LIMIT = 10

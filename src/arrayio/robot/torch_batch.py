@@ -18,7 +18,7 @@ try:
 except ModuleNotFoundError as error:  # say which extra installs it
     from .._optional import missing
 
-    raise missing("torch", "arrayio.kdb.torch_batch") from error
+    raise missing("torch", "arrayio.robot.torch_batch") from error
 
 IMAGE_FORMATS = ("float", "uint8")
 PACKED_PARTS = ("_offsets", "_sizes")

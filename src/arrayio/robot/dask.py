@@ -15,7 +15,8 @@ import numpy as np
 from .._optional import require
 from .._sources import RemoteFile, is_url, resolve
 from ..dask import location_of, reach
-from ._reader import Episode, open_file
+from ..kdb import Episode
+from ..kdb import open as open_file
 
 __all__ = ["kdb_bag"]
 
@@ -41,7 +42,7 @@ def kdb_bag(targets: Iterable[Any], storage_options: dict | None = None,
     each file's header is read here to count them). Elements are ``kdb.Episode``
     values whose ``images`` map camera -> (frames, H, W, C) uint8 arrays.
     """
-    require("dask.bag", "arrayio.kdb.dask")
+    require("dask.bag", "arrayio.robot.dask")
     import dask
     import dask.bag
 

@@ -22,8 +22,7 @@ import numpy as np
 
 from .._edge import options_for
 from .._sources import expand_url_pattern, is_remote, is_url_pattern
-from ._batch_reads import IMAGE_TABLE_DTYPE, NO_IMAGE
-from ._reader import KdbFile
+from ..kdb import IMAGE_TABLE_DTYPE, NO_IMAGE, KdbFile
 
 _GLOB_CHARACTERS = frozenset("*?[")
 # Parsed image records kept per process, in rows (48 bytes per camera each), and copied state/action
@@ -74,7 +73,7 @@ def resolve_sources(source: Any, storage_options: dict | None = None) -> list[An
 def open_shard(source: Any, storage_options: dict | None = None, *, on_bad_image: str = "raise") -> KdbFile:
     """Open one shard of a list: ``storage_options`` go to remote shards only (a list may mix paths and URLs)."""
     # The package's open, not the reader's: it is the one that learns new kinds of source (URLs).
-    from . import open as open_kdb
+    from ..kdb import open as open_kdb
 
     options = options_for(source, storage_options)
     return open_kdb(source, on_bad_image=on_bad_image, storage_options=options)

@@ -14,7 +14,7 @@ runs, batch n+1 is already being copied and decoded.
 on the CPU (pixels cross to the device) or on the device from the packed bytes.
 It times both on a sample of the dataset (the GPU side from the issue's nvJPEG
 figures when the device cannot be timed) and models the rate of each for the
-worker count and cores; ``repr(loader)`` and a log line of the ``arrayio.kdb``
+worker count and cores; ``repr(loader)`` and a log line of the ``arrayio.robot``
 logger say which it chose and why.
 """
 
@@ -39,14 +39,14 @@ try:
 except ModuleNotFoundError as error:  # say which extra installs it
     from .._optional import missing
 
-    raise missing("torch", "arrayio.kdb.torch_loader") from error
+    raise missing("torch", "arrayio.robot.torch_loader") from error
 
 from .torch import decode_batch
 from .torch_batch import SCALE, check_image_format, collate, packed_cameras
 
 __all__ = ["DecodeChoice", "GpuLoader", "choose_decode"]
 
-LOG = logging.getLogger("arrayio.kdb")
+LOG = logging.getLogger("arrayio.robot")
 DECODE_CHOICES = ("auto", "cpu", "gpu")
 # nvJPEG (torchvision.io.decode_jpeg, batch 256) measured on an H200 machine (issue 21): images per second
 # at two image sizes, used when the device itself cannot be timed; linear in pixels between them.

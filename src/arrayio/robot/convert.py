@@ -20,8 +20,8 @@ import numpy as np
 from .._edge import open_output
 from .._names import path_segment
 from .._optional import require
-from ._reader import open_file
-from ._writer import Writer
+from ..kdb import Writer
+from ..kdb import open as open_file
 from .lerobot import ingest_lerobot
 
 __all__ = ["export_npz", "ingest_hdf5", "ingest_lerobot"]

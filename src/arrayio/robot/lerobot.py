@@ -33,8 +33,8 @@ from .._edge import open_output_folder
 from .._names import confined, path_segment, relative_under
 from .._optional import require
 from ..errors import FormatError
-from ._images import EncodedImage
-from ._images import encode as encode_image
+from ..kdb import EncodedImage, Writer, encode_image
+from ..kdb import open as open_file
 from ._lerobot_meta import (
     dataset_errors,
     expand_template,
@@ -44,8 +44,6 @@ from ._lerobot_meta import (
     read_jsonl,
     task_list,
 )
-from ._reader import open_file
-from ._writer import Writer
 
 Progress = Callable[[int, int], None]
 CODEBASE_VERSION = "v3.0"

@@ -23,12 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from ._codec import EpisodeMeta
-from ._images import JPEG_MAGIC, EncodedImage
-from ._reader import KdbFile, open_file
-from ._records import HEADER_SIZE, INDEX_ENTRY
+from ..kdb import HEADER_SIZE, INDEX_ENTRY, JPEG_MAGIC, EncodedImage, EpisodeMeta, KdbFile, Writer
+from ..kdb import open as open_file
 from ._shards import open_shard, resolve_sources
-from ._writer import Writer
 
 Progress = Callable[[int, int], None]
 PNG_MAGIC = b"\x89PNG"
@@ -54,7 +51,7 @@ def copy_episode(writer: Writer, kdb: KdbFile, position: int, *, episode_id: int
         images: dict[str, Any] = {}
         for record in kdb.image_records(position, frame):
             where = f"episode {position} frame {frame} camera {record.camera!r}"
-            data = kdb.source.view(record.offset, record.length, where)
+            data = kdb.image_bytes([record.offset], [record.length])[0]
             if record.compressed:
                 head = bytes(data[:4])
                 encoding = "jpeg" if head.startswith(JPEG_MAGIC) else "png" if head == PNG_MAGIC else None
@@ -247,9 +244,9 @@ def stats(sources: Sequence[Any], *, progress: Progress = _no_progress, storage_
             parts = {"header": HEADER_SIZE, "meta": int(index["meta_length"].sum()),
                      "state_action": int(index["actions_length"].sum()),
                      "images": int(index["images_length"].sum()), "index": len(index) * INDEX_ENTRY.size}
-            parts["other"] = kdb.source.size - sum(parts.values())
+            parts["other"] = kdb.file_size - sum(parts.values())
             files.append({"path": os.fsdecode(path) if isinstance(path, (str, os.PathLike)) else str(path),
-                          "episodes": len(kdb), "frames": kdb.num_frames, "bytes": kdb.source.size, "parts": parts})
+                          "episodes": len(kdb), "frames": kdb.num_frames, "bytes": kdb.file_size, "parts": parts})
             for position in range(len(kdb)):
                 meta = kdb.read_meta(position)
                 episodes += 1
@@ -292,7 +289,7 @@ def _count_cameras(kdb: KdbFile, position: int, cameras: dict[str, dict[str, Any
         camera["episodes"] += 1
         size = f"{record.width}x{record.height}x{record.channels}"
         camera["sizes"][size] = camera["sizes"].get(size, 0) + 1
-        head = bytes(kdb.source.view(record.offset, min(4, record.length), "image"))
+        head = bytes(kdb.image_bytes([record.offset], [min(4, record.length)])[0])
         encoding = ("raw" if not record.compressed else "jpeg" if head.startswith(JPEG_MAGIC)
                     else "png" if head == PNG_MAGIC else "unknown")
         camera["encodings"][encoding] = camera["encodings"].get(encoding, 0) + 1

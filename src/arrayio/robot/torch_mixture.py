@@ -16,7 +16,7 @@ try:
 except ModuleNotFoundError as error:  # say which extra installs it
     from .._optional import missing
 
-    raise missing("torch", "arrayio.kdb.torch_mixture") from error
+    raise missing("torch", "arrayio.robot.torch_mixture") from error
 
 from .torch_batch import PACKED_PARTS, Samples, pack
 
