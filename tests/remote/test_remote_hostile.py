@@ -5,11 +5,16 @@ HTTP names its URL. Run through both clients (obstore and fsspec)."""
 
 from __future__ import annotations
 
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 from hostile_servers import HostileServer
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hostile"))  # the peak-memory harness of tests/hostile
+from hostile_run import PEAK_LIMIT_MB, run_cli_hostile  # noqa: E402
 
 import arrayio
 from arrayio import kastore, pycauset
@@ -112,3 +117,14 @@ def test_a_truncated_pycauset_file_over_http_names_the_url(http_server, samples)
             container.array  # noqa: B018 - the payload read is where a truncated file fails
     with pytest.raises(arrayio.FormatError, match="hostile/truncated.pycauset"):
         arrayio.open(url)
+
+
+@pytest.mark.parametrize("mode", ["ignore-range", "long-206", "gzip-always"])
+def test_a_hostile_answer_costs_bounded_memory(hostile, mode):
+    # The CLI in a child process whose peak resident memory is measured (VmHWM): 4 GiB offered without a
+    # range, past its range, or as a gzip bomb: before, 8.2 GB and 2.1 GB of RSS.
+    server, _other = hostile
+    outcome = run_cli_hostile("cat", server.url_of(mode), "big")
+    assert outcome.returncode == 1, outcome.stderr
+    assert outcome.last_line.startswith("arrayio:"), outcome.stderr
+    assert 0 < outcome.peak_mb < PEAK_LIMIT_MB, outcome.peak_mb
