@@ -657,6 +657,31 @@ def atomic_write(path: PathLike, buffering: int = -1) -> Iterator[BinaryIO]:
     fsync_dir(folder)
 
 
+@contextlib.contextmanager
+def atomic_path(path: PathLike) -> Iterator[str]:
+    """A free temporary name beside ``path`` for a writer that opens files by name (python-blosc2): what it
+    wrote there is fsynced and renamed over ``path`` when the block ends without an error, removed otherwise."""
+    target = Path(os.fsdecode(path))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp_name = _os_call("create", os.fspath(target), lambda: tempfile.mkstemp(
+        prefix=temp_prefix(target), suffix=".tmp", dir=target.parent))
+    os.close(fd)
+    os.unlink(temp_name)  # the writer creates the file itself
+    try:
+        yield temp_name
+        fd = os.open(temp_name, os.O_RDONLY)
+        try:
+            fsync_file(fd, os.fspath(target))
+        finally:
+            os.close(fd)
+        _os_call("rename", os.fspath(target), os.replace, temp_name, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp_name)
+        raise
+    fsync_dir(target.parent)
+
+
 def _guarded_stream(fd: int, path: str, buffering: int = -1, closefd: bool = True) -> BinaryIO:
     """A binary write stream over ``fd`` whose OS calls pass the I/O seam (buffered unless 0)."""
     raw = GuardedFile(fd, path, closefd=closefd)

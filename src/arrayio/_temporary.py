@@ -7,13 +7,17 @@ a later run recognises what a killed run left by its name and by its process, wh
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import re
 import shutil
+import tempfile
 from pathlib import Path
-from typing import Union
+from typing import Any, Literal, Union
 
-__all__ = ["clear_leftovers", "creation_mode", "temp_prefix"]
+import numpy as np
+
+__all__ = ["clear_leftovers", "creation_mode", "spool_array", "temp_prefix"]
 
 PathLike = Union[str, bytes, os.PathLike]
 
@@ -90,3 +94,16 @@ def clear_leftovers(final: PathLike) -> list[str]:
                 os.unlink(entry.path)
         removed.append(entry.name)
     return removed
+
+
+def spool_array(folder: PathLike, shape: tuple[int, ...], dtype: Any, order: Literal["C", "F"] = "C") -> np.ndarray:
+    """A writable array of ``shape`` mapped from a file in ``folder`` that is unlinked at once (the map keeps
+    its pages, so nothing is left behind, even by a killed run); a plain array when it holds no bytes."""
+    if math.prod(shape) * np.dtype(dtype).itemsize == 0:
+        return np.zeros(shape, dtype=dtype, order=order)
+    handle, name = tempfile.mkstemp(prefix=".spool.", dir=os.fsdecode(folder))
+    os.close(handle)
+    try:
+        return np.memmap(name, dtype=dtype, mode="w+", shape=shape, order=order)
+    finally:
+        os.unlink(name)

@@ -21,18 +21,17 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from . import bloscpack
-from ._binary import fsync_dir
+from ._binary import atomic_path
 from ._optional import require
 from ._sources import is_url
+from ._temporary import spool_array
 from .errors import UnsupportedError
 
 __all__ = ["EXTENSIONS", "from_bloscpack", "to_bloscpack"]
@@ -53,23 +52,6 @@ def _kind(target: Any, kind: str | None) -> str:
     if suffix not in EXTENSIONS:
         raise UnsupportedError(f"blosc2: {os.fspath(target)} ends neither in .b2nd nor in .b2frame; say kind=")
     return EXTENSIONS[suffix]
-
-
-@contextmanager
-def _published(target: Any) -> Iterator[str]:
-    """A path beside ``target`` for python-blosc2 to write; renamed over ``target`` only when complete."""
-    final = Path(os.fspath(target))
-    final.parent.mkdir(parents=True, exist_ok=True)
-    handle, name = tempfile.mkstemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent)
-    os.close(handle)
-    os.unlink(name)
-    try:
-        yield name
-        os.replace(name, final)
-        fsync_dir(final.parent)
-    finally:
-        if os.path.exists(name):
-            os.unlink(name)
 
 
 def _cparams(reader: Any, clevel: int) -> dict[str, Any]:
@@ -161,7 +143,7 @@ def from_bloscpack(source: Any, target: Any, storage_options: dict | None = None
         if reader.is_numpy and reader.dtype.hasobject:
             raise UnsupportedError(f"blosc2: dtype {reader.dtype} cannot be stored")
         cparams = _cparams(reader, clevel)
-        with _published(target) as path:
+        with atomic_path(target) as path:
             (_ndarray if chosen == "ndarray" else _frame)(reader, path, cparams, report)
     return chosen
 
@@ -176,20 +158,6 @@ def _blosc_args(cparams: Any, typesize: int) -> dict[str, Any]:
     shuffle = 2 if blosc2.Filter.BITSHUFFLE in filters else 1 if blosc2.Filter.SHUFFLE in filters else 0
     return {"typesize": max(1, min(typesize, 255)), "clevel": int(getattr(cparams, "clevel", 5)),
             "shuffle": shuffle, "cname": _BLOSC1_NAMES.get(codec.name, "zstd")}
-
-
-@contextmanager
-def _spool(folder: Path, shape: tuple[int, ...], dtype: np.dtype, order: str) -> Iterator[np.ndarray]:
-    """A memory map beside the target (unlinked at once) that a bloscpack writer can read whole."""
-    if math.prod(shape) == 0:
-        yield np.zeros(shape, dtype=dtype, order="F" if order == "F" else "C")
-        return
-    handle, name = tempfile.mkstemp(prefix=".spool.", dir=folder)
-    os.close(handle)
-    try:
-        yield np.memmap(name, dtype=dtype, mode="w+", shape=shape, order="F" if order == "F" else "C")
-    finally:
-        os.unlink(name)
 
 
 def to_bloscpack(source: Any, target: Any, storage_options: dict | None = None, progress: Progress | None = None,
@@ -208,28 +176,28 @@ def to_bloscpack(source: Any, target: Any, storage_options: dict | None = None, 
         schunk = opened.schunk
         order = schunk.vlmeta["order"] if "order" in schunk.vlmeta else "C"
         shape, dtype = tuple(opened.shape), np.dtype(opened.dtype)
-        with _spool(folder, shape, dtype, order) as spool:
-            for info in opened.iterchunks_info():
-                region = tuple(slice(c * n, min((c + 1) * n, s))
-                               for c, n, s in zip(info.coords, opened.chunks, shape))
-                block = opened[region] if shape else opened[()]
-                spool[region] = block
-                report(np.asarray(block).nbytes)
-            size = chunk_size or max(dtype.itemsize, schunk.chunksize // dtype.itemsize * dtype.itemsize)
-            bloscpack.pack_ndarray_to_file(spool, target, chunk_size=size,
-                                           blosc_args=_blosc_args(schunk.cparams, dtype.itemsize))
+        spool = spool_array(folder, shape, dtype, "F" if order == "F" else "C")
+        for info in opened.iterchunks_info():
+            region = tuple(slice(c * n, min((c + 1) * n, s))
+                           for c, n, s in zip(info.coords, opened.chunks, shape))
+            block = opened[region] if shape else opened[()]
+            spool[region] = block
+            report(np.asarray(block).nbytes)
+        size = chunk_size or max(dtype.itemsize, schunk.chunksize // dtype.itemsize * dtype.itemsize)
+        bloscpack.pack_ndarray_to_file(spool, target, chunk_size=size,
+                                       blosc_args=_blosc_args(schunk.cparams, dtype.itemsize))
         return "ndarray"
     schunk = opened
     metadata = schunk.vlmeta["bloscpack"] if "bloscpack" in schunk.vlmeta else None
-    with _spool(folder, (schunk.nbytes,), np.dtype(np.uint8), "C") as spool:
-        position = 0
-        for index in range(schunk.nchunks):
-            data = np.frombuffer(schunk.decompress_chunk(index), np.uint8)
-            spool[position:position + data.size] = data
-            position += data.size
-            report(data.size)
-        if metadata is not None and metadata.get("container") == "numpy":
-            raise UnsupportedError("blosc2: this frame holds an ndarray's bytes; convert the .b2nd instead")
-        bloscpack.pack_bytes_to_file(spool, target, chunk_size=chunk_size or schunk.chunksize, metadata=metadata,
-                                     blosc_args=_blosc_args(schunk.cparams, schunk.typesize))
+    spool = spool_array(folder, (schunk.nbytes,), np.uint8)
+    position = 0
+    for index in range(schunk.nchunks):
+        data = np.frombuffer(schunk.decompress_chunk(index), np.uint8)
+        spool[position:position + data.size] = data
+        position += data.size
+        report(data.size)
+    if metadata is not None and metadata.get("container") == "numpy":
+        raise UnsupportedError("blosc2: this frame holds an ndarray's bytes; convert the .b2nd instead")
+    bloscpack.pack_bytes_to_file(spool, target, chunk_size=chunk_size or schunk.chunksize, metadata=metadata,
+                                 blosc_args=_blosc_args(schunk.cparams, schunk.typesize))
     return "frame"

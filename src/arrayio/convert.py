@@ -37,7 +37,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
@@ -48,6 +48,7 @@ from ._names import relative_name
 from ._optional import require
 from ._registry import FORMATS, FormatSpec, format_for_extension, spec_of_file
 from ._sources import RemoteFile, is_url, resolve
+from ._temporary import spool_array
 from ._tree import Array, Group, tree_of
 from .errors import ConversionWarning, FormatError, UnsupportedError
 
@@ -299,13 +300,7 @@ def _spooled(array: _Array, folder: Path, progress: Progress) -> np.ndarray:
     if array.direct is not None:
         progress(array.nbytes)
         return array.direct
-    order: Literal["C", "F"] = "F" if array.order == "F" else "C"
-    if array.nbytes == 0:
-        return np.zeros(array.shape, dtype=array.dtype, order=order)
-    handle, name = tempfile.mkstemp(prefix=".spool.", dir=folder)
-    os.close(handle)
-    spool = np.memmap(name, dtype=array.dtype, mode="w+", shape=array.shape, order=order)
-    os.unlink(name)  # the map keeps the pages; nothing is left behind
+    spool = spool_array(folder, array.shape, array.dtype, "F" if array.order == "F" else "C")
     for region, block in array.blocks():
         spool[region] = block
         progress(block.nbytes)
