@@ -201,3 +201,13 @@ def to_bloscpack(source: Any, target: Any, storage_options: dict | None = None, 
     bloscpack.pack_bytes_to_file(spool, target, chunk_size=chunk_size or schunk.chunksize, metadata=metadata,
                                  blosc_args=_blosc_args(schunk.cparams, schunk.typesize))
     return "frame"
+
+
+# What arrayio.convert hands to this toolkit: (source, target extension) -> (function, the target's name; None:
+# the arrayio format owning the target's extension).
+CONVERSIONS: dict[tuple[str, str], tuple[str, str | None]] = {
+    (".blp", ".b2nd"): ("from_bloscpack", "b2nd"),
+    (".blp", ".b2frame"): ("from_bloscpack", "b2frame"),
+    (".b2nd", ".blp"): ("to_bloscpack", None),
+    (".b2frame", ".blp"): ("to_bloscpack", None),
+}

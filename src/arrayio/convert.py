@@ -62,17 +62,11 @@ _BLOCK_BYTES = 64 << 20
 _FAMILY = {"mapping": "mapping", "array": "array", "matrix": "array", "episodes": "episodes", "tree": "tree"}
 _MEETS = {"mapping": ("mapping", "tree"), "array": ("array", "tree"), "episodes": ("tree",),
           "tree": ("mapping", "array", "tree")}
-# Conversions a toolkit owns, by source and target extension -> (its "module:function", the target's name,
-# None for the arrayio format that owns the target's extension): tree sequences to and from tszip, Blosc1
-# containers to and from python-blosc2. Each function takes (source, target, storage_options=None, progress=None).
-TOOL_CONVERSIONS: dict[tuple[str, str], tuple[str, str | None]] = {
-    (".trees", ".tsz"): ("arrayio.tskit:to_tszip", "tszip"),
-    (".tsz", ".trees"): ("arrayio.tskit:tszip_to_trees", "tskit"),
-    (".blp", ".b2nd"): ("arrayio.blosc2:from_bloscpack", "b2nd"),
-    (".blp", ".b2frame"): ("arrayio.blosc2:from_bloscpack", "b2frame"),
-    (".b2nd", ".blp"): ("arrayio.blosc2:to_bloscpack", None),
-    (".b2frame", ".blp"): ("arrayio.blosc2:to_bloscpack", None),
-}
+# Toolkits that own conversions between their community's files (tree sequences and tszip, Blosc1 and
+# python-blosc2): each declares CONVERSIONS, (source extension, target extension) -> (its function's name, the
+# target's name, or None for the arrayio format that owns the target's extension). Each function takes
+# (source, target, storage_options=None, progress=None).
+_TOOLKITS = ("arrayio.tskit", "arrayio.blosc2")
 
 
 # --------------------------------------------------------------------------- what a source holds
@@ -286,11 +280,13 @@ def tool_conversion(source: Any, target: Any) -> tuple[Callable[..., Any], str] 
 
     suffixes = tuple(os.path.splitext(os.fspath(path).split("?")[0].rstrip("/"))[1].lower()
                      for path in (source, target))
-    if suffixes not in TOOL_CONVERSIONS:
-        return None
-    where, name = TOOL_CONVERSIONS[suffixes]
-    module, function = where.split(":")
-    return getattr(importlib.import_module(module), function), name or format_for_extension(target)
+    for name in _TOOLKITS:
+        toolkit = importlib.import_module(name)
+        found = toolkit.CONVERSIONS.get(suffixes)
+        if found is not None:
+            function, target_name = found
+            return getattr(toolkit, function), target_name or format_for_extension(target)
+    return None
 
 
 # --------------------------------------------------------------------------- staging the output

@@ -473,3 +473,10 @@ def tszip_to_trees(source: Any, target: Any, storage_options: dict | None = None
     tree_sequence = from_tszip(source, storage_options, progress)
     with open_output(target) as stream:
         tree_sequence.dump(stream)
+
+
+# What arrayio.convert hands to this toolkit: (source, target extension) -> (function, the target's name).
+CONVERSIONS: dict[tuple[str, str], tuple[str, str | None]] = {
+    (".trees", ".tsz"): ("to_tszip", "tszip"),
+    (".tsz", ".trees"): ("tszip_to_trees", "tskit"),
+}
