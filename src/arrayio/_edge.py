@@ -77,7 +77,7 @@ def remote_source(target: Any, errors: ErrorKinds, storage_options: dict | None 
     """The Source of a URL, fsspec file or ``RemoteFile``; None for a local target (a path, fd or stream that
     the caller reads its own way, e.g. from a file position). ``storage_options`` apply to URLs only."""
     if _sources.is_remote(target):
-        return _sources.open_source(target, errors, storage_options)
+        return _sources.open_remote_source(target, errors, storage_options)
     if storage_options:
         raise TypeError(f"storage_options apply to URLs and fsspec files, not to {type(target).__name__}")
     return None

@@ -129,7 +129,7 @@ def resolve(target: Any, storage_options: dict | None = None) -> Any:
     return target
 
 
-def open_source(target: Any, errors: ErrorKinds, storage_options: dict | None = None) -> RemoteSource:
+def open_remote_source(target: Any, errors: ErrorKinds, storage_options: dict | None = None) -> RemoteSource:
     """A RemoteSource over a URL, an fsspec file or a RemoteFile (``arrayio._edge.open_source`` chooses)."""
     owns = not isinstance(target, RemoteFile)
     remote = resolve(target, storage_options)
