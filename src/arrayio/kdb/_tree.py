@@ -34,7 +34,7 @@ def tree(kdb: KdbFile) -> Group:
                      strings=strings, why_computed="a column of the episode table, made from the episodes' metadata")
 
     children: dict[str, Group | Array] = {
-        "episode_id": column(ids, np.int64),
+        "episode_id": column(ids, np.uint64),  # the index field is a u8: ids past 2**63 are valid
         "num_frames": column([meta.num_frames for meta in metas], np.int64),
         "state_dim": column([meta.state_dim for meta in metas], np.int64),
         "action_dim": column([meta.action_dim for meta in metas], np.int64),
