@@ -85,3 +85,35 @@ def test_default_collation_hands_a_fetched_batch_over_without_restacking(sample)
     assert image.shape == (4, 3, 16, 20) and image.stride()[1] == 1  # channels-last as fetched: not re-stacked
     packed = next(iter(torch.utils.data.DataLoader(FrameDataset(sample, decode="none"), batch_size=2)))
     assert isinstance(packed["image.front"], list) and packed["image.front"][0].startswith(b"\xff\xd8")
+
+
+@pytest.mark.parametrize("compress", ["jpeg", "png", None])
+def test_float_images_are_the_uint8_pixels_scaled_in_items_batches_and_workers(tmp_path, compress):
+    """Float images are converted one image at a time into the batch (raw records without a decode):
+    the same values as uint8 / 255, with repeated frames of a window copied, and in DataLoader workers
+    made in shared memory (nothing copied again on the way to the main process)."""
+    from kdb_cases import write_sample
+
+    path = write_sample(tmp_path / "images.kdb", compress=compress)
+    windows = {"image.front": [-0.4, -0.2, 0.0], "image.wrist": [0.0]}
+    floats = FrameDataset(path, delta_timestamps=windows)
+    uint8 = FrameDataset(path, delta_timestamps=windows, image_format="uint8")
+    from arrayio.robot.torch import collate
+
+    def scaled(tensor):
+        return tensor.numpy().astype(np.float32) * np.float32(1 / 255)
+
+    for item in (0, 1, 7, len(floats) - 1):
+        for camera in ("image.front", "image.wrist"):
+            got, want = floats[item][camera], uint8[item][camera]
+            assert got.dtype == torch.float32 and got.shape == want.shape
+            np.testing.assert_array_equal(got.numpy(), scaled(want))
+    items = [0, 0, 1, 8, 20]  # windows at the episode start repeat frame 0
+    batch, want = collate(floats.__getitems__(items)), collate(uint8.__getitems__(items))
+    assert batch["image.front_is_pad"][0].tolist() == [True, True, False]
+    np.testing.assert_array_equal(batch["image.front"].numpy(), scaled(want["image.front"]))
+    loader = torch.utils.data.DataLoader(floats, batch_size=5, num_workers=2)
+    for number, fetched in enumerate(loader):
+        assert fetched["image.front"].is_shared()
+        expected = collate(uint8.__getitems__(list(range(5 * number, min(5 * number + 5, len(floats))))))
+        np.testing.assert_array_equal(fetched["image.wrist"].numpy(), scaled(expected["image.wrist"]))

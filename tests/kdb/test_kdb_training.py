@@ -247,13 +247,18 @@ def test_mixture_of_packed_datasets_keeps_items_in_place(shards):
 
 
 def test_image_tables_are_parsed_once_and_bounded(shards, monkeypatch):
+    from arrayio.kdb import _reader
     from arrayio.robot import _shards
-    from arrayio.kdb._reader import KdbFile
 
     parsed = []
-    walk = KdbFile.image_records
-    monkeypatch.setattr(KdbFile, "image_records", lambda self, position, frame: parsed.append(
-        (id(self.source), position, frame)) or walk(self, position, frame))
+    parse = _reader.parse_frame
+
+    def counted(walk, frame, offset, *, with_records):
+        if with_records:  # a frame's records read (not only walked past)
+            parsed.append((id(walk), walk.position, frame))
+        return parse(walk, frame, offset, with_records=with_records)
+
+    monkeypatch.setattr(_reader, "parse_frame", counted)
     dataset = FrameDataset(shards, image_format="uint8")
     parsed.clear()  # building the set reads the first frame's cameras
     reference = [dataset[item]["image.front"] for item in range(len(dataset))]

@@ -34,16 +34,22 @@ class BatchReads:
         frames = int(entry.num_frames)
         # A remote file: the section in one request, not one per frame walked.
         self.source.prefetch([(entry.images_offset, entry.images_length)])
+        from ._reader import parse_frame  # the reader imports this mixin
+
+        found: dict[str, dict[int, tuple]] = {}  # camera -> {frame: its first record there}
+        walk = self._walk(position, frames)
+        end = walk.frame_start(0)
+        for frame in range(frames):  # one pass: each frame's records and where the next frame starts
+            records, end = parse_frame(walk, frame, end, with_records=True)
+            if len(walk.starts) == frame + 1:
+                walk.starts.append(end)
+            for record in records:
+                found.setdefault(record.camera, {}).setdefault(frame, (
+                    record.offset, record.length, record.height, record.width, record.channels, record.format))
         table: dict[str, np.ndarray] = {}
-        for frame in range(frames):
-            for record in self.image_records(position, frame):
-                column = table.get(record.camera)
-                if column is None:
-                    column = table[record.camera] = np.zeros(frames, IMAGE_TABLE_DTYPE)
-                    column["length"] = -1
-                if column["length"][frame] < 0:
-                    column[frame] = (record.offset, record.length, record.height, record.width, record.channels,
-                                     record.format)
+        for camera, rows in found.items():  # one array per camera, filled at once
+            column = table[camera] = np.full(frames, NO_IMAGE)
+            column[list(rows)] = list(rows.values())
         return table
 
     def prefetch_episodes(self: Any, positions: Sequence[int], *, images: bool = True) -> None:

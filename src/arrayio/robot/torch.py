@@ -59,11 +59,14 @@ from .torch_batch import (
     PACKED_PARTS,
     Samples,
     batch_tensor,
+    channels_first,
     check_image_format,
     collate,
     image_tensor,
     pack,
     packed_cameras,
+    scratch_pixels,
+    to_float,
 )
 from .torch_mixture import MixtureDataset
 
@@ -205,7 +208,13 @@ class FrameDataset(Dataset):
         return self.shards.num_frames
 
     def __getitem__(self, item: int) -> dict[str, Any]:
-        return self.__getitems__([item])[0]
+        if self.packs_images:
+            return self.__getitems__([item])[0]
+        # One item straight from the fetched arrays: a batch's tensors, then item 0 of each, cost as much
+        # as a third of a 224x224 JPEG decode.
+        arrays = _fetch_arrays([(self, [item], _FIRST_ROW)], 1)
+        return {key: value[0] if isinstance(value, torch.Tensor) else torch.from_numpy(value[0, ...])
+                for key, value in arrays.items()}
 
     def __getitems__(self, items: Sequence[int]) -> Samples:
         """A whole batch in one call (see :func:`collate`)."""
@@ -250,11 +259,21 @@ class FrameDataset(Dataset):
         return clamped, clamped != wanted
 
 
+_FIRST_ROW = np.zeros(1, np.int64)
+
+
 def _fetch_parts(parts: list[tuple[FrameDataset, Sequence[int], np.ndarray]], size: int,
                  pad_to: Mapping[str, int] | None = None) -> dict[str, Any]:
     """One collated batch of ``size`` items: for each (dataset, items, batch rows) part, the dataset's
     frames ``items`` at those rows. Every dataset shares one signature (see ``batch_signature``).
     ``pad_to`` {field: size} zero-pads those fields' last axis, with a ``<key>_dim_mask`` per key."""
+    return {key: torch.from_numpy(value) if isinstance(value, np.ndarray) else value
+            for key, value in _fetch_arrays(parts, size, pad_to).items()}
+
+
+def _fetch_arrays(parts: list[tuple[FrameDataset, Sequence[int], np.ndarray]], size: int,
+                  pad_to: Mapping[str, int] | None = None) -> dict[str, Any]:
+    """``_fetch_parts`` with numpy arrays where it has tensors, except the images (batch tensors)."""
     first = parts[0][0]
     outputs = first.outputs
     sources = _Sources(len(parts))
@@ -281,7 +300,7 @@ def _fetch_parts(parts: list[tuple[FrameDataset, Sequence[int], np.ndarray]], si
                 pad[rows_of] = rows[output.key][1]
             if output.key in image_keys and output.key not in image_state:
                 image_state[output.key] = _ImageGather(size, window, output.field[len("image."):])
-        unique = np.unique(episodes)
+        unique = _distinct(episodes)
         shards.prefetch(unique, images=bool(images))
         if any(output.field in _STEP_FIELDS for output in outputs):
             steps = shards.load_steps(unique)
@@ -312,19 +331,18 @@ def _fetch_parts(parts: list[tuple[FrameDataset, Sequence[int], np.ndarray]], si
             values = batch[output.key]
             if output.field == "terminal":
                 values = values != 0
-            tensor = torch.from_numpy(values)
-            batch[output.key] = tensor if output.windowed else tensor[:, 0]
+            batch[output.key] = values if output.windowed else values[:, 0]
         else:
             gathered = image_state[output.key]
             if not first.packs_images:
-                pixels = gathered.decode(sources)
-                batch[output.key] = image_tensor(pixels if output.windowed else pixels[:, 0], first.image_format)
+                pixels = gathered.decode(sources, first.image_format)
+                batch[output.key] = channels_first(pixels if output.windowed else pixels[:, 0])
             else:
                 batch.update(gathered.packed(sources, output.key, output.windowed))
         if output.pad_key is not None:
-            batch[output.pad_key] = torch.from_numpy(pads[output.pad_key])
-    batch.update({key: torch.from_numpy(values) for key, values in meta.items()})
-    batch.update({f"{key}_dim_mask": torch.from_numpy(mask) for key, mask in dim_masks.items()})
+            batch[output.pad_key] = pads[output.pad_key]
+    batch.update(meta)
+    batch.update({f"{key}_dim_mask": mask for key, mask in dim_masks.items()})
     return batch
 
 
@@ -349,7 +367,7 @@ def _gather_images(shards: ShardSet, part: int, episodes: np.ndarray, unique: np
     distinct ones) is stored."""
     table = shards.load_images(unique)
     rows_at = table.start[episodes][:, None]
-    owners, owner_of = np.unique(shards.episode_shard[episodes], return_inverse=True)
+    owners, owner_of = _distinct(shards.episode_shard[episodes], inverse=True)
     ids = np.array([sources.id(shards, part, shard) for shard in owners.tolist()], np.int64)[owner_of]
     for output in images:
         camera = output.field[len("image."):]
@@ -366,6 +384,13 @@ def _gather_images(shards: ShardSet, part: int, episodes: np.ndarray, unique: np
         gather.records[rows_of] = records
         gather.source[rows_of] = ids[:, None]
         gather.frame_keys[rows_of] = (frames + shards.first_frames[episodes][:, None]) * sources.parts + part
+
+
+def _distinct(values: np.ndarray, inverse: bool = False) -> Any:
+    """np.unique(values[, return_inverse]), without its cost for one value (a plain __getitem__)."""
+    if len(values) == 1:
+        return (values, _FIRST_ROW) if inverse else values
+    return np.unique(values, return_inverse=True) if inverse else np.unique(values)
 
 
 class _Sources:
@@ -410,46 +435,55 @@ class _ImageGather:
                          -1).astype(np.int32)
         return {**pack(key, pieces), key + "_sizes": torch.from_numpy(sizes if windowed else sizes[:, 0])}
 
-    def decode(self, sources: _Sources) -> torch.Tensor:
-        """All images decoded into one (B, n, H, W, C) uint8 tensor, each distinct frame once."""
+    def decode(self, sources: _Sources, image_format: str) -> torch.Tensor:
+        """All images decoded into one (B, n, H, W, C) tensor (uint8, or float32 in [0, 1]), each distinct
+        frame once."""
         records = self.records.reshape(-1)
         keys = self.frame_keys.reshape(-1)
-        if len(keys) == 1:  # one item (a plain __getitem__): nothing to deduplicate
-            first = inverse = np.zeros(1, np.int64)
+        single = len(keys) == 1  # one item (a plain __getitem__): nothing to deduplicate or compare
+        if single:
+            places = first = inverse = _FIRST_ROW
         else:
             _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-        places = np.sort(first)  # decoded in batch order: the fresh batch memory is written front to back
+            places = np.sort(first)  # decoded in batch order: the fresh batch memory is written front to back
         chosen = records[places]
-        formats, channels = chosen["format"], chosen["channels"]
+        formats, channels, heights, widths = chosen["format"], chosen["channels"], chosen["height"], chosen["width"]
         decoded_channels = np.where((formats == 0) | (channels == 1) | (channels == 3) | (channels == 4), channels, 3)
-        shapes = np.stack([chosen["height"], chosen["width"], decoded_channels], -1)
-        shape = tuple(shapes[0].tolist())
-        wrong = np.flatnonzero((shapes != shape).any(-1))
+        shape = (int(heights[0]), int(widths[0]), int(decoded_channels[0]))
+        wrong = _FIRST_ROW[:0] if single else np.flatnonzero((heights != shape[0]) | (widths != shape[1]) |
+                                                 (decoded_channels != shape[2]))
         if len(wrong):
-            raise ValueError(f"kdb: camera {self.camera!r} has images of {tuple(shapes[wrong[0]].tolist())} and "
-                             f"{shape} in one batch; a batch needs one image size per camera")
+            found = (int(heights[wrong[0]]), int(widths[wrong[0]]), int(decoded_channels[wrong[0]]))
+            raise ValueError(f"kdb: camera {self.camera!r} has images of {found} and {shape} in one batch; a batch "
+                             "needs one image size per camera")
         check_image_records(chosen["width"], chosen["height"], channels, chosen["length"], formats != 0,
                             chosen["offset"], f"image {self.camera!r}")  # the file's word, before the batch
-        batch = batch_tensor((self.size * self.window, *shape), torch.uint8)
+        floats = image_format == "float"
+        batch = batch_tensor((self.size * self.window, *shape), torch.float32 if floats else torch.uint8)
         pixels = batch.numpy()
+        scratch = scratch_pixels(shape) if floats else None
         owners = self.source.reshape(-1)[places]
         stored = _stored_bytes(sources, owners, chosen)
         for place, offset, length, fmt, owner, data in zip(places.tolist(), chosen["offset"].tolist(),
                                                            chosen["length"].tolist(), formats.tolist(),
                                                            owners.tolist(), stored):
             target = pixels[place]
-            if fmt and decode_jpeg_into(data, target):  # JPEG straight into the batch
-                continue  # anything else (and any failure) by the reader below
-            record = records[place]
-            kdb = sources.file(owner)
-            image = ImageRecord(self.camera, int(record["width"]), int(record["height"]), int(record["channels"]),
-                                fmt, offset, length)
-            decoded = kdb.decode_image(image)
-            if decoded.shape != shape:
-                raise ValueError(f"kdb: camera {self.camera!r} at byte {offset} decodes to {decoded.shape}, the "
-                                 f"batch holds {shape}")
-            target[...] = decoded
-        repeats = np.flatnonzero(np.arange(len(inverse)) != first[inverse])
+            decoded = target if scratch is None else scratch
+            if fmt == 0 and len(data) == decoded.size:  # raw pixels (their size checked above): no decode
+                decoded = np.frombuffer(data, np.uint8).reshape(shape)
+            elif not (fmt and decode_jpeg_into(data, decoded)):  # JPEG straight into place, else the reader
+                record = records[place]
+                image = ImageRecord(self.camera, int(record["width"]), int(record["height"]),
+                                    int(record["channels"]), fmt, offset, length)
+                decoded = sources.file(owner).decode_image(image)
+                if decoded.shape != shape:
+                    raise ValueError(f"kdb: camera {self.camera!r} at byte {offset} decodes to {decoded.shape}, "
+                                     f"the batch holds {shape}")
+            if floats:
+                to_float(decoded, target)
+            elif decoded is not target:
+                target[...] = decoded
+        repeats = _FIRST_ROW[:0] if single else np.flatnonzero(np.arange(len(inverse)) != first[inverse])
         if len(repeats):
             pixels[repeats] = pixels[first[inverse[repeats]]]
         return batch.reshape(self.size, self.window, *shape)
@@ -458,7 +492,7 @@ class _ImageGather:
 def _stored_bytes(sources: _Sources, owners: np.ndarray, records: np.ndarray) -> list[Any]:
     """The stored bytes of each record (read from source ``owners[i]``), one batched read per file."""
     pieces: list[Any] = [None] * len(records)
-    for owner in np.unique(owners).tolist():
+    for owner in _distinct(owners).tolist():
         places = np.flatnonzero(owners == owner)
         chosen = records[places]
         for place, data in zip(places.tolist(), sources.file(owner).image_bytes(chosen["offset"], chosen["length"])):
