@@ -212,7 +212,7 @@ class FrameDataset(Dataset):
             return self.__getitems__([item])[0]
         # One item straight from the fetched arrays: a batch's tensors, then item 0 of each, cost as much
         # as a third of a 224x224 JPEG decode.
-        arrays = _fetch_arrays([(self, [item], _FIRST_ROW)], 1)
+        arrays = _fetch_arrays([(self, [item], _ALL_ROWS)], 1)
         return {key: value[0] if isinstance(value, torch.Tensor) else torch.from_numpy(value[0, ...])
                 for key, value in arrays.items()}
 
@@ -228,7 +228,7 @@ class FrameDataset(Dataset):
 
     def _fetch(self, items: Sequence[int]) -> dict[str, Any]:
         """The collated batch of global frames ``items``."""
-        return _fetch_parts([(self, items, np.arange(len(items)))], len(items))
+        return _fetch_parts([(self, items, _ALL_ROWS)], len(items))
 
     @staticmethod
     def fetch_parts(parts: list[tuple[FrameDataset, Sequence[int], np.ndarray]], size: int,
@@ -260,6 +260,7 @@ class FrameDataset(Dataset):
 
 
 _FIRST_ROW = np.zeros(1, np.int64)
+_ALL_ROWS: Any = slice(None)  # the batch rows of a part that is the whole batch: a slice costs less than an index
 
 
 def _fetch_parts(parts: list[tuple[FrameDataset, Sequence[int], np.ndarray]], size: int,
@@ -294,7 +295,9 @@ def _fetch_arrays(parts: list[tuple[FrameDataset, Sequence[int], np.ndarray]], s
         for output in dataset.outputs:
             window = rows[output.key][0].shape[1]
             if output.pad_key is not None:
-                pad = pads.setdefault(output.pad_key, np.zeros((size, window), bool))
+                pad = pads.get(output.pad_key)
+                if pad is None:
+                    pad = pads[output.pad_key] = np.zeros((size, window), bool)
                 if pad.shape[1] != window:
                     raise ValueError(f"kdb: datasets give {output.key} windows of {pad.shape[1]} and {window} frames")
                 pad[rows_of] = rows[output.key][1]
@@ -491,8 +494,11 @@ class _ImageGather:
 
 def _stored_bytes(sources: _Sources, owners: np.ndarray, records: np.ndarray) -> list[Any]:
     """The stored bytes of each record (read from source ``owners[i]``), one batched read per file."""
+    distinct = _distinct(owners).tolist()
+    if len(distinct) == 1:  # one file (always for one image)
+        return sources.file(distinct[0]).image_bytes(records["offset"], records["length"])
     pieces: list[Any] = [None] * len(records)
-    for owner in _distinct(owners).tolist():
+    for owner in distinct:
         places = np.flatnonzero(owners == owner)
         chosen = records[places]
         for place, data in zip(places.tolist(), sources.file(owner).image_bytes(chosen["offset"], chosen["length"])):
