@@ -103,3 +103,60 @@ def test_image_bytes_coalesce_the_ranges_of_a_batch(shard_files, remote_shards, 
         from PIL import Image
 
         assert Image.open(io.BytesIO(bytes(pieces[0]))).size == (SIZE, SIZE)
+
+
+def test_a_batch_joins_the_neighbouring_episodes_of_a_shard_into_one_request(shard_files, remote_shards, s3_options,
+                                                                           s3_server):
+    dataset = FrameDataset(remote_shards, storage_options=s3_options, image_format="uint8")
+    for shard in range(SHARDS):
+        dataset.shards.file(shard).index  # header and index read: what follows is the batch's own requests
+    s3_server.counts.reset()
+    items = [episode * FRAMES + 3 for episode in range(SHARDS * EPISODES)]  # one frame of every episode
+    batch = collate(dataset.__getitems__(items))
+    requests, sent = s3_server.counts.total()
+    assert [tuple(int(value) for value in row) for row in batch["state"]] == [
+        (shard, episode, 3) for shard in range(SHARDS) for episode in range(EPISODES)]
+    # Each shard's episodes lie back to back (a small metadata blob between them): one request per shard,
+    # not one per episode, and no more than the shards' bytes.
+    assert requests <= SHARDS, requests
+    assert sent <= sum(path.stat().st_size for path in shard_files)
+
+
+_WORKER_CLIENTS = """
+import json, sys, torch
+from arrayio.robot.torch import FrameDataset
+
+class Clients(torch.utils.data.Dataset):
+    def __init__(self, frames):
+        self.frames = frames
+    def __len__(self):
+        return 2
+    def __getitem__(self, item):
+        self.frames[item]
+        return self.frames.shards.file(0).source.remote.client
+
+frames = FrameDataset(sys.argv[1], storage_options=json.loads(sys.argv[2]), image_format="uint8")
+loader = torch.utils.data.DataLoader(Clients(frames), batch_size=1, num_workers=2,
+                                     collate_fn=lambda items: items[0])
+print(json.dumps(sorted(loader)))
+"""
+
+
+@pytest.mark.one_client  # the child process chooses its clients itself
+def test_dataloader_workers_read_with_obstore_when_the_set_was_built_here(remote_shards, s3_options):
+    """obstore does not survive a fork: a process that used it hands its workers fsspec (several times the CPU
+    per byte). The set is built with fsspec, so workers forked after it still read with obstore."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("obstore")
+    root = Path(__file__).resolve().parents[2]
+    env = {key: value for key, value in os.environ.items() if key != "ARRAYIO_REMOTE_CLIENT"}
+    env["PYTHONPATH"] = os.pathsep.join([str(root / "src"), env.get("PYTHONPATH", "")])
+    result = subprocess.run([sys.executable, "-c", _WORKER_CLIENTS, remote_shards, json.dumps(s3_options)],
+                            capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == ["obstore", "obstore"]

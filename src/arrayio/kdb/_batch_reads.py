@@ -15,6 +15,8 @@ import numpy as np
 IMAGE_TABLE_DTYPE = np.dtype([("offset", np.int64), ("length", np.int64), ("height", np.int64),
                               ("width", np.int64), ("channels", np.int64), ("format", np.int64)])
 NO_IMAGE = np.array((0, -1, 0, 0, 0, 0), IMAGE_TABLE_DTYPE)
+# Sections of neighbouring episodes this close (a metadata blob between them) are fetched in one request.
+EPISODE_GAP = 4096
 
 
 class BatchReads:
@@ -63,7 +65,7 @@ class BatchReads:
             ranges.append((entry.actions_offset, entry.actions_length))
             if images:
                 ranges.append((entry.images_offset, entry.images_length))
-        source.prefetch(ranges)
+        source.prefetch(ranges, gap=EPISODE_GAP)
 
     def image_bytes(self: Any, offsets: Sequence[int] | np.ndarray, lengths: Sequence[int] | np.ndarray) -> list[Any]:
         """The stored bytes of the image records at ``offsets`` (``lengths`` each), as buffers: slices of

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from .._edge import options_for
+from .._remote._settings import CLIENT_VARIABLE
 from .._sources import expand_url_pattern, is_remote, is_url_pattern
 from ..kdb import IMAGE_TABLE_DTYPE, NO_IMAGE, KdbFile
 
@@ -97,8 +98,13 @@ class ShardSet:
         self.dims: dict[str, int] = {}  # state and action sizes of the first episode
         self._files: dict[int, KdbFile] = {}
         self._pid = os.getpid()
+        # Where the set is built, remote shards are read with fsspec unless a client is named: obstore's runtime
+        # does not survive a fork, so a process that started it hands its DataLoader workers fsspec, which
+        # costs them 3-4x the CPU per byte (measured with moto); workers forked from here use obstore.
+        named = "client" in (storage_options or {}) or os.environ.get(CLIENT_VARIABLE)
+        building = {"client": "fsspec", **(storage_options or {})} if self.remote and not named else None
         for shard in range(len(self.sources)):
-            with self._open(shard) as kdb:  # closed again: thousands of shards must not hold thousands of maps
+            with self._open(shard, building) as kdb:  # closed again: thousands of shards must not hold many maps
                 counts = kdb.index["num_frames"].astype(np.int64)
                 shards.append(np.full(len(counts), shard, np.int32))
                 positions.append(np.arange(len(counts), dtype=np.int64))
@@ -137,8 +143,9 @@ class ShardSet:
             kdb = self._files[shard] = self._open(shard)
         return kdb
 
-    def _open(self, shard: int) -> KdbFile:
-        return open_shard(self.sources[shard], self.storage_options, on_bad_image=self.on_bad_image)
+    def _open(self, shard: int, storage_options: dict | None = None) -> KdbFile:
+        options = self.storage_options if storage_options is None else storage_options
+        return open_shard(self.sources[shard], options, on_bad_image=self.on_bad_image)
 
     def _forget_rows(self) -> None:
         self._images = _EpisodeRows(self.num_episodes, IMAGE_TABLE_BUDGET)
@@ -146,21 +153,26 @@ class ShardSet:
 
     def prefetch(self, episodes: np.ndarray, *, images: bool) -> None:
         """Fetch the sections of those global ``episodes`` (distinct) whose rows this process lacks from
-        remote shards, one request per episode, up to FETCH_THREADS at once: an object store answers each
-        after a round trip, so a batch touching 20 new episodes waits for about one, not 20 (nothing
-        to do for mapped files)."""
+        remote shards: one request per run of neighbouring episodes of a shard (parts of at most the
+        transport's part size), the shards up to FETCH_THREADS at once. An object store answers each
+        request after a round trip, so a batch touching 20 new episodes waits for about one, not 20;
+        joining neighbours cut moto's work (it copies the whole object per range request) and the cold
+        epoch from 2.3 to 1.0 s here (nothing to do for mapped files)."""
         if not self.remote:
             return
         missing = episodes[(self._steps.start[episodes] < 0) | (images & (self._images.start[episodes] < 0))]
         if not len(missing):
             return
-        files = [self.file(int(shard)) for shard in self.episode_shard[missing].tolist()]  # opened here, in order
-        positions = self.episode_position[missing].tolist()
+        by_shard: dict[int, list[int]] = {}
+        for shard, position in zip(self.episode_shard[missing].tolist(), self.episode_position[missing].tolist()):
+            by_shard.setdefault(shard, []).append(position)
+        files = [self.file(shard) for shard in by_shard]  # opened here, in order
         if len(files) == 1:
-            files[0].prefetch_episodes(positions, images=images)
+            files[0].prefetch_episodes(by_shard[next(iter(by_shard))], images=images)
             return
         pool = _fetch_pool()
-        list(pool.map(lambda kdb, position: kdb.prefetch_episodes([position], images=images), files, positions))
+        list(pool.map(lambda kdb, positions: kdb.prefetch_episodes(positions, images=images), files,
+                      by_shard.values()))
 
     def load_images(self, episodes: np.ndarray) -> _EpisodeRows:
         """The image records of every camera of the global ``episodes`` (distinct), each episode's records
