@@ -117,3 +117,32 @@ def test_float_images_are_the_uint8_pixels_scaled_in_items_batches_and_workers(t
         assert fetched["image.front"].is_shared()
         expected = collate(uint8.__getitems__(list(range(5 * number, min(5 * number + 5, len(floats))))))
         np.testing.assert_array_equal(fetched["image.wrist"].numpy(), scaled(expected["image.wrist"]))
+
+
+@pytest.mark.parametrize("reuse", [True, False])
+def test_workers_reuse_the_shared_memory_of_released_batches_and_never_of_held_ones(tmp_path, reuse):
+    """reuse_shared_memory=True: a worker decodes into the shared block of a batch the main process has let go
+    of (the same block comes back: its inode repeats), while every batch still held, as a tensor, an array
+    or a detached view, keeps its own frames."""
+    import os
+
+    from kdb_cases import write_sample
+
+    from arrayio.robot.torch import collate
+
+    path = write_sample(tmp_path / "long.kdb", episodes=3, frames=20)
+    reference = FrameDataset(path)
+    loader = torch.utils.data.DataLoader(FrameDataset(path, reuse_shared_memory=reuse), batch_size=4, num_workers=2)
+    held, blocks = [], []
+    for number, batch in enumerate(loader):
+        image = batch["image.front"]
+        assert type(image) is torch.Tensor and image.is_shared()
+        descriptor, _size = image.untyped_storage()._share_fd_cpu_()
+        blocks.append(os.fstat(descriptor).st_ino)
+        if number % 4 == 1:
+            held.append((number, image.numpy(), image.detach()[1], batch["image.wrist"]))
+    for number, array, second, wrist in held:
+        want = collate(reference.__getitems__(list(range(4 * number, min(4 * number + 4, len(reference))))))
+        np.testing.assert_array_equal(array, want["image.front"].numpy())
+        assert torch.equal(second, want["image.front"][1]) and torch.equal(wrist, want["image.wrist"])
+    assert (len(set(blocks)) < len(blocks)) == reuse, blocks

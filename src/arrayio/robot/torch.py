@@ -63,6 +63,7 @@ from .torch_batch import (
     check_image_format,
     collate,
     image_tensor,
+    lease,
     pack,
     packed_cameras,
     scratch_pixels,
@@ -118,12 +119,19 @@ class FrameDataset(Dataset):
     ``"auto"`` (the default) lets :class:`arrayio.robot.torch_loader.GpuLoader`
     choose between the two for its device, batch and worker count; read
     without such a loader it decodes in the worker, as ``"cpu"``.
+
+    ``reuse_shared_memory=True``: DataLoader workers decode images into
+    shared-memory blocks that the main process has let go of (every tensor,
+    view and array of their batch gone) instead of fresh ones, whose page
+    faults cost more than the JPEG decode of 224x224 float images. Do not hand
+    such batches on to another process: the block is reused once this one
+    lets go of it.
     """
 
     def __init__(self, source: Any, cameras: Sequence[str] | None = None, history: int = 0, horizon: int = 1, *,
                  delta_timestamps: Mapping[str, Sequence[float]] | None = None, tolerance_s: float = TOLERANCE_S,
                  decode: str = "auto", image_format: str = "float", on_bad_image: str = "raise",
-                 storage_options: dict | None = None) -> None:
+                 storage_options: dict | None = None, reuse_shared_memory: bool = False) -> None:
         if history < 0 or horizon < 1:
             raise ValueError(f"kdb: need history >= 0 and horizon >= 1, got history={history}, horizon={horizon}")
         if delta_timestamps is not None and (history or horizon != 1):
@@ -135,6 +143,7 @@ class FrameDataset(Dataset):
         self.horizon = int(horizon)
         self.decode = decode
         self.image_format = image_format
+        self.reuse_shared_memory = bool(reuse_shared_memory)
         self.tolerance_s = float(tolerance_s)
         self.shards = ShardSet(source, on_bad_image=on_bad_image, need_fps=delta_timestamps is not None,
                                storage_options=storage_options)
@@ -212,7 +221,7 @@ class FrameDataset(Dataset):
             return self.__getitems__([item])[0]
         # One item straight from the fetched arrays: a batch's tensors, then item 0 of each, cost as much
         # as a third of a 224x224 JPEG decode.
-        arrays = _fetch_arrays([(self, [item], _ALL_ROWS)], 1)
+        arrays = _fetch_arrays([(self, [item], _ALL_ROWS)], 1, reuse=False)  # an item's block would be collated
         return {key: value[0] if isinstance(value, torch.Tensor) else torch.from_numpy(value[0, ...])
                 for key, value in arrays.items()}
 
@@ -273,9 +282,11 @@ def _fetch_parts(parts: list[tuple[FrameDataset, Sequence[int], np.ndarray]], si
 
 
 def _fetch_arrays(parts: list[tuple[FrameDataset, Sequence[int], np.ndarray]], size: int,
-                  pad_to: Mapping[str, int] | None = None) -> dict[str, Any]:
-    """``_fetch_parts`` with numpy arrays where it has tensors, except the images (batch tensors)."""
+                  pad_to: Mapping[str, int] | None = None, *, reuse: bool | None = None) -> dict[str, Any]:
+    """``_fetch_parts`` with numpy arrays where it has tensors, except the images (batch tensors); ``reuse``
+    overrides the first dataset's ``reuse_shared_memory``."""
     first = parts[0][0]
+    reuse = first.reuse_shared_memory if reuse is None else reuse
     outputs = first.outputs
     sources = _Sources(len(parts))
     batch: dict[str, Any] = {output.key: None for output in outputs if output.field in _STEP_FIELDS}
@@ -338,8 +349,8 @@ def _fetch_arrays(parts: list[tuple[FrameDataset, Sequence[int], np.ndarray]], s
         else:
             gathered = image_state[output.key]
             if not first.packs_images:
-                pixels = gathered.decode(sources, first.image_format)
-                batch[output.key] = channels_first(pixels if output.windowed else pixels[:, 0])
+                pixels = gathered.decode(sources, first.image_format, reuse=reuse)
+                batch[output.key] = lease(channels_first(pixels if output.windowed else pixels[:, 0]))
             else:
                 batch.update(gathered.packed(sources, output.key, output.windowed))
         if output.pad_key is not None:
@@ -438,7 +449,7 @@ class _ImageGather:
                          -1).astype(np.int32)
         return {**pack(key, pieces), key + "_sizes": torch.from_numpy(sizes if windowed else sizes[:, 0])}
 
-    def decode(self, sources: _Sources, image_format: str) -> torch.Tensor:
+    def decode(self, sources: _Sources, image_format: str, *, reuse: bool = False) -> torch.Tensor:
         """All images decoded into one (B, n, H, W, C) tensor (uint8, or float32 in [0, 1]), each distinct
         frame once."""
         records = self.records.reshape(-1)
@@ -462,7 +473,8 @@ class _ImageGather:
         check_image_records(chosen["width"], chosen["height"], channels, chosen["length"], formats != 0,
                             chosen["offset"], f"image {self.camera!r}")  # the file's word, before the batch
         floats = image_format == "float"
-        batch = batch_tensor((self.size * self.window, *shape), torch.float32 if floats else torch.uint8)
+        batch = batch_tensor((self.size * self.window, *shape), torch.float32 if floats else torch.uint8,
+                             reuse=reuse)
         pixels = batch.numpy()
         scratch = scratch_pixels(shape) if floats else None
         owners = self.source.reshape(-1)[places]
