@@ -1,8 +1,8 @@
 """LeRobotDataset against FrameDataset on the same episodes (issue 21): random-frame __getitem__ and
 a 2-worker DataLoader, the same float (C, H, W) output in [0, 1] on both sides.
 
-    python benchmarks/lerobot_vs_kdb.py [--episodes 20] [--frames 150] [--size 224] [--samples 300]
-                                        [--batches 12] [--batch 32] [--workers 2] [--quick] [--json PATH]
+    python benchmarks/lerobot_vs_kdb.py [--episodes 20] [--frames 150] [--size 224] [--samples 600]
+                                        [--batches 24] [--batch 32] [--workers 2] [--quick] [--json PATH]
 
 The episodes are written by ``lerobot`` itself (LeRobotDataset.create / add_frame / save_episode:
 a v3.0 dataset with AV1 video) in its own virtual environment, which this script makes the
@@ -107,20 +107,23 @@ def default_backend(python: Path) -> str:
     return result.stdout.strip() or "pyav"
 
 
-def frame_rates(path: Path, args: argparse.Namespace) -> dict:
-    """FrameDataset's rates, float output, the same sampling as the lerobot child."""
+def frame_rates(path: Path, args: argparse.Namespace, reuse: bool = False) -> dict:
+    """FrameDataset's rates, float output, the same sampling as the lerobot child (``reuse``: its
+    ``reuse_shared_memory`` option)."""
     import torch
 
     from arrayio.robot.torch import FrameDataset
 
-    dataset = FrameDataset(path)
+    dataset = FrameDataset(path, reuse_shared_memory=reuse)
     rng = np.random.default_rng(1)
     items = rng.integers(0, len(dataset), args.samples).tolist()
     first = dataset[items[0]]
-    started = time.perf_counter()
-    for item in items:
-        dataset[item]
-    random_rate = args.samples / (time.perf_counter() - started)
+    random_rate = None  # the option changes nothing for random reads: the DataLoader only
+    if not reuse:
+        started = time.perf_counter()
+        for item in items:
+            dataset[item]
+        random_rate = args.samples / (time.perf_counter() - started)
     loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch, shuffle=True, num_workers=args.workers,
                                          generator=torch.Generator().manual_seed(2))
     iterator = iter(loader)
@@ -138,8 +141,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--episodes", type=int, default=20)
     parser.add_argument("--frames", type=int, default=150)
     parser.add_argument("--size", type=int, default=224)
-    parser.add_argument("--samples", type=int, default=300, help="random frames read one by one")
-    parser.add_argument("--batches", type=int, default=12, help="DataLoader batches timed")
+    parser.add_argument("--samples", type=int, default=600, help="random frames read one by one")
+    parser.add_argument("--batches", type=int, default=24, help="DataLoader batches timed")
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--venv", type=Path, default=Path(os.environ.get("ARRAYIO_LEROBOT_VENV", DEFAULT_VENV)))
@@ -164,20 +167,25 @@ def main(argv: list[str] | None = None) -> None:
     dataset, kdb_paths, ingest_s = build(python, folder, args)
     print(f"{data}\ningest-lerobot: {ingest_s:.1f} s; load average at the start {os.getloadavg()[0]:.1f}")
     backends = list(dict.fromkeys([default_backend(python), "pyav", "torchcodec"]))
-    ours = {storage: frame_rates(path, args) for storage, path in kdb_paths.items()}
+    cases = {"jpeg": (kdb_paths["jpeg"], False), "jpeg+reuse": (kdb_paths["jpeg"], True),
+             "raw": (kdb_paths["raw"], False), "raw+reuse": (kdb_paths["raw"], True)}
+    ours = {case: frame_rates(path, args, reuse) for case, (path, reuse) in cases.items()}
     theirs = {backend: lerobot_rates(python, dataset, backend, args) for backend in backends}
-    for storage, path in kdb_paths.items():  # before and after: the machine's load moves during the run
-        again = frame_rates(path, args)
+    for case, (path, reuse) in cases.items():  # before and after: the machine's load moves during the run
+        again = frame_rates(path, args, reuse)
         for key in ("random", "loader"):
-            ours[storage][key] = max(ours[storage][key], again[key])
-    names = {"jpeg": "FrameDataset (kdb, JPEG q90)", "raw": "FrameDataset (kdb, raw pixels)"}
+            ours[case][key] = max(ours[case][key], again[key]) if again[key] is not None else None
+    names = {"jpeg": "FrameDataset (kdb, JPEG q90)", "jpeg+reuse": "  same, reuse_shared_memory=True",
+             "raw": "FrameDataset (kdb, raw pixels)", "raw+reuse": "  same, reuse_shared_memory=True"}
     sizes = {"jpeg": folder_bytes(kdb_paths["jpeg"]), "raw": folder_bytes(kdb_paths["raw"]),
              "lerobot": folder_bytes(dataset)}
+    sizes["jpeg+reuse"], sizes["raw+reuse"] = sizes["jpeg"], sizes["raw"]
     rows = []
     print(f"load average at the end {os.getloadavg()[0]:.1f}\n")
     print(f"{'':34}{'random frames/s':>16}{'DataLoader frames/s':>21}{'dataset bytes':>15}")
     for storage, rates in ours.items():
-        print(f"{names[storage]:34}{rates['random']:>16,.0f}{rates['loader']:>21,.0f}{sizes[storage]:>15,}")
+        random = "-" if rates["random"] is None else f"{rates['random']:,.0f}"
+        print(f"{names[storage]:34}{random:>16}{rates['loader']:>21,.0f}{sizes[storage]:>15,}")
     for backend, rates in theirs.items():
         name = f"LeRobotDataset ({backend})"
         if "error" in rates:
@@ -185,17 +193,20 @@ def main(argv: list[str] | None = None) -> None:
             continue
         print(f"{name:34}{rates['random']:>16,.0f}{rates['loader']:>21,.0f}{sizes['lerobot']:>15,}")
     print(f"\ngoal: FrameDataset >= 10x LeRobotDataset in both modes, same float (3, {args.size}, {args.size}) output "
-          "in [0, 1]; JPEG is the headline (raw pixels: a storage choice, --compress none, larger files)")
+          "in [0, 1]; JPEG with the defaults is the headline (raw pixels: a storage choice, --compress none, "
+          "larger files; reuse_shared_memory: an option of the DataLoader case)")
     for backend, rates in theirs.items():
         if "error" in rates:
             continue
         for storage, mine in ours.items():
             same = abs(rates["image_sum"] - mine["image_sum"]) / max(rates["image_sum"], 1e-9)
-            print(f"  vs {backend:10} {names[storage]:31} random {mine['random'] / rates['random']:5.1f}x   "
+            random = "  -  " if mine["random"] is None else f"{mine['random'] / rates['random']:5.1f}x"
+            print(f"  vs {backend:10} {names[storage]:33} random {random}   "
                   f"DataLoader {mine['loader'] / rates['loader']:5.1f}x   (same item's pixel sum within {same:.2%})")
-            for mode in ("random", "loader"):
+            for mode in ("random", "loader") if mine["random"] is not None else ("loader",):
                 case = "random __getitem__" if mode == "random" else f"DataLoader {args.workers} workers"
-                label = "" if storage == "jpeg" else ", kdb raw pixels"
+                label = {"jpeg": "", "jpeg+reuse": ", reuse_shared_memory", "raw": ", kdb raw pixels",
+                         "raw+reuse": ", kdb raw pixels, reuse_shared_memory"}[storage]
                 rows.append(_rows.row(AREA, f"{case} vs {backend}{label}", mine[mode], reference=rates[mode],
                                       reference_name=f"LeRobotDataset {backend}", unit="frames/s",
                                       higher_is_better=True, target=">= 10x",
