@@ -252,7 +252,7 @@ class FrameDataset(Dataset):
 
     def _rows(self, output: _Output, episodes: np.ndarray, local: np.ndarray,
               lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(clamped frame numbers (B, n), pad mask (B, n)) of one output."""
+        """(clamped frame numbers (B, n), pad mask (B, n)) of one windowed output."""
         if output.frames is not None:
             wanted = local[:, None] + output.frames[None, :]
         elif output.seconds is not None:
@@ -262,8 +262,6 @@ class FrameDataset(Dataset):
             for value in np.unique(fps):
                 chosen = fps == value
                 wanted[chosen] = local[chosen, None] + self._window_frames(float(value))[output.key][None, :]
-        else:
-            wanted = local[:, None]
         clamped = np.minimum(np.maximum(wanted, 0), lengths[:, None] - 1)  # np.clip's wrapper costs more here
         return clamped, clamped != wanted
 
@@ -301,8 +299,10 @@ def _fetch_arrays(parts: list[tuple[FrameDataset, Sequence[int], np.ndarray]], s
         frames = shards.check_frames(items)
         episodes = shards.locate(frames)
         local = frames - shards.first_frames[episodes]
+        # Outputs at the current frame share one (frames, pad) pair: in the episode, never padded.
+        current = (local[:, None], np.zeros((len(local), 1), bool))
         rows = {output.key: dataset._rows(output, episodes, local, shards.episode_frames[episodes])
-                for output in dataset.outputs}
+                if output.windowed else current for output in dataset.outputs}
         for output in dataset.outputs:
             window = rows[output.key][0].shape[1]
             if output.pad_key is not None:
@@ -320,10 +320,15 @@ def _fetch_arrays(parts: list[tuple[FrameDataset, Sequence[int], np.ndarray]], s
             steps = shards.load_steps(unique)
             rows_at = steps.start[episodes][:, None]
             column = steps.columns["steps"]
+            step_records: dict[int, np.ndarray] = {}  # the step records of each distinct frames array
             for output in outputs:
                 if output.field not in _STEP_FIELDS:
                     continue
-                values = column[_STEP_FIELDS[output.field]][rows_at + rows[output.key][0]]
+                at = rows[output.key][0]
+                records = step_records.get(id(at))
+                if records is None:
+                    records = step_records[id(at)] = column[rows_at + at]
+                values = records[_STEP_FIELDS[output.field]]
                 width = pad_to.get(output.field) if pad_to else None
                 if width is not None:
                     _put_padded(batch, dim_masks, output.key, values, rows_of, size, width)
