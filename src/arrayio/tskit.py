@@ -5,7 +5,9 @@ few top-level keys (``sequence_length``, ``time_units``, ``metadata``...).
 This toolkit works over the public API of :mod:`arrayio.kastore`: the index
 tells every table's row count and size without reading a column, so
 :func:`info` reads the index and the small keys only (over a URL: the first
-request, then one request per run of small keys), and :func:`load` hands
+request, then every small key in one several-range GET where the server answers
+those, as HTTP servers do; object stores answer one range a GET, so there it
+is one request per place the small keys lie), and :func:`load` hands
 tskit the mapped columns of a local file, or the columns fetched by parallel
 ranged reads straight into memory for a URL (no temporary file).
 ``pip install "arrayio[tskit]"``.
@@ -41,13 +43,18 @@ _SMALL_KEYS = ("format/name", "format/version", "sequence_length", "time_units",
 # Small-key ranges closer than this are fetched in one request: a round trip costs more than the gap's bytes.
 _GAP_BYTES = 256 << 10
 _PART_BYTES = 8 << 20
+# The end of the provenance text columns fetched with the small keys: the last record is rarely longer.
+_TAIL_BYTES = 64 << 10
 
 
 def _store(target: Any, storage_options: dict | None) -> kastore.Store:
-    """The kastore store of a tskit file, its small keys fetched (over a URL: nearby ones in one request)."""
+    """The kastore store of a tskit file, its small keys and the tail of its provenances fetched (over a URL:
+    in one request where the server answers several ranges at once, else nearby ones together)."""
     store = kastore.load(target, storage_options=storage_options)
     try:
-        _fetch(store, [*_SMALL_KEYS, *(f"{table}/metadata_schema" for table in TABLES)])
+        keys = [key for key in (*_SMALL_KEYS, *(f"{table}/metadata_schema" for table in TABLES)) if key in store]
+        store.source.prefetch([*(store.extent(key) for key in keys), *_provenance_tail(store)], gap=_GAP_BYTES,
+                              together=True)
         check_tree_sequence(store)
     except BaseException:
         store.close()
@@ -68,10 +75,27 @@ def check_tree_sequence(store: kastore.Store) -> None:
 
 
 def _fetch(store: kastore.Store, keys: Iterable[str]) -> dict[str, np.ndarray]:
-    """The arrays of ``keys`` (those present); over a URL, nearby ranges are fetched together first."""
+    """The arrays of ``keys`` (those present); over a URL, they are fetched together first."""
     present = [key for key in keys if key in store]
-    store.source.prefetch([store.extent(key) for key in present], gap=_GAP_BYTES)
+    store.source.prefetch([store.extent(key) for key in present], gap=_GAP_BYTES, together=True)
     return {key: store[key] for key in present}
+
+
+def _provenance_tail(store: kastore.Store) -> list[tuple[int, int]]:
+    """Byte ranges that hold the last provenance record in all but odd files: the last two entries of each
+    offsets column and the last _TAIL_BYTES of each text column (fetched with the small keys, so that
+    ``info`` needs no round trip more to show the record)."""
+    if "provenances/record_offset" not in store or "provenances/timestamp_offset" not in store:
+        return []
+    spans = []
+    for column in ("timestamp", "record"):
+        start, length = store.extent(f"provenances/{column}_offset")
+        itemsize = np.dtype(store.info(f"provenances/{column}_offset").dtype).itemsize
+        spans.append((start + max(0, length - 2 * itemsize), min(length, 2 * itemsize)))
+        if f"provenances/{column}" in store:
+            start, length = store.extent(f"provenances/{column}")
+            spans.append((start + max(0, length - _TAIL_BYTES), min(length, _TAIL_BYTES)))
+    return spans
 
 
 def _text(array: np.ndarray | None) -> str:
@@ -266,14 +290,20 @@ def _fitted(empty: dict[str, Any], group: str, column: str, value: np.ndarray) -
 def _fetched_store(remote: RemoteFile, tables: Iterable[str] | None, skip_tables: bool,
                    skip_reference_sequence: bool, threads: int) -> tuple[kastore.Store, list[str]]:
     """The index and the wanted keys of a remote file in one in-memory buffer: the index from the opening
-    request, then every run of wanted keys (runs closer than _GAP_BYTES joined) by ranged reads issued
-    ``threads`` at a time straight into the buffer, so the wait is about two round trips."""
+    request, then the wanted keys: small ones (metadata only) in one several-range GET where the server can,
+    else every run of them (runs closer than _GAP_BYTES joined) by ranged reads issued ``threads`` at a time
+    straight into the buffer, so the wait is about two round trips."""
     with kastore.load(remote) as index:
         keys = _wanted_keys(index, tables, skip_tables, skip_reference_sequence)
         first_array = min((index.extent(key)[0] for key in index), default=index.file_size)
         spans = _spans(index, keys, _GAP_BYTES)
         buffer = bytearray(remote.size)  # pages nobody writes stay unbacked: only fetched ranges cost memory
         buffer[:first_array] = index.source.view(0, first_array, "kastore index")
+        if sum(length for _start, length in spans) <= _PART_BYTES:  # small keys: one request where it can be
+            index.source.prefetch(spans, together=True)
+            for offset, length in spans:
+                buffer[offset:offset + length] = index.source.view(offset, length, "tskit keys")
+            spans = []
     for offset, data in remote.iter_ranges(spans, part=_PART_BYTES, threads=threads):
         buffer[offset:offset + len(data)] = data
     store = kastore.loads(buffer)

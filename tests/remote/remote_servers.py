@@ -29,6 +29,8 @@ from moto.server import ThreadedMotoServer
 from werkzeug.serving import make_server
 
 _RANGE = re.compile(r"bytes=(\d*)-(\d*)$")
+_RANGES = re.compile(r"bytes=(\d*-\d*(?:\s*,\s*\d*-\d*)+)$")
+_BOUNDARY = "arrayio-test-boundary"
 
 
 class Counts:
@@ -94,13 +96,16 @@ class LoopbackServer:
 
 
 class RangeServer(LoopbackServer):
-    """A small HTTP/1.1 server of in-memory objects: GET with one byte range, HEAD, ETag, 404, 416."""
+    """A small HTTP/1.1 server of in-memory objects: GET with byte ranges (several: a multipart/byteranges
+    answer, or the whole object when ``several_ranges`` is False, as servers without them do), HEAD, ETag,
+    404, 416."""
 
     def __init__(self) -> None:
         self.objects: dict[str, bytes] = {}
         self.etags: dict[str, str] = {}
         self.counts = Counts()
         self.delay = 0.0       # seconds each GET waits before answering (so concurrent requests overlap)
+        self.several_ranges = True  # answer a GET of several ranges with them all (False: the whole object)
         self.in_flight = 0     # GETs being answered now
         self.peak = 0          # the most GETs answered at once since the last reset_peak()
         self._flight_lock = threading.Lock()
@@ -138,6 +143,11 @@ class RangeServer(LoopbackServer):
                     return
                 etag = server.etags[self.path.split("?")[0]]
                 wanted = self.headers.get("Range")
+                several = _RANGES.match(wanted or "")
+                if several is not None and server.several_ranges:
+                    self._multipart(data, etag, [_RANGE.match("bytes=" + part.strip()).groups()
+                                                 for part in several.group(1).split(",")])
+                    return
                 match = _RANGE.match(wanted or "")
                 if match is None:
                     server.counts.add(self.path, len(data))
@@ -156,6 +166,22 @@ class RangeServer(LoopbackServer):
                 body = data[start:stop]
                 server.counts.add(self.path, len(body))
                 self._reply(206, body, {"Content-Range": f"bytes {start}-{stop - 1}/{len(data)}", "ETag": etag})
+
+            def _multipart(self, data: bytes, etag: str, ranges: list[tuple[str, str]]) -> None:
+                """A 206 multipart/byteranges answer: each range a part, as RFC 9110 lays it out."""
+                body = bytearray()
+                sent = 0
+                for first, last in ranges:
+                    start = int(first) if first else max(0, len(data) - int(last))
+                    stop = min(len(data), int(last) + 1) if first and last else len(data)
+                    body += (f"--{_BOUNDARY}\r\nContent-Type: application/octet-stream\r\n"
+                             f"Content-Range: bytes {start}-{stop - 1}/{len(data)}\r\n\r\n").encode()
+                    body += data[start:stop] + b"\r\n"
+                    sent += stop - start
+                body += f"--{_BOUNDARY}--\r\n".encode()
+                server.counts.add(self.path, sent)
+                self._reply(206, bytes(body), {"Content-Type": f"multipart/byteranges; boundary={_BOUNDARY}",
+                                               "ETag": etag})
 
             def _reply(self, status: int, body: bytes, headers: dict, head: bool = False,
                        length: int | None = None) -> None:
