@@ -36,6 +36,8 @@ FORMAT_NAME = "tskit"
 # The tables of a tskit file, as its keys name them (tskit's own TableCollection attribute names).
 TABLES = ("edges", "individuals", "migrations", "mutations", "nodes", "populations", "provenances", "sites")
 _FILE_NAME = b"tskit.trees"
+# What tskit reports for a file written before time units existed (no "time_units" key, e.g. SLiM 3.0's).
+_UNKNOWN_TIME_UNITS = "unknown"
 # Columns of UTF-8 text besides every metadata_schema (in .trees and .tsz files alike).
 _TEXT_COLUMNS = ("time_units", "reference_sequence/data", "reference_sequence/url")
 _SMALL_KEYS = ("format/name", "format/version", "sequence_length", "time_units", "uuid", "metadata_schema",
@@ -188,7 +190,7 @@ def _facts(store: kastore.Store) -> dict[str, Any]:
         "summary": (f"{tables['nodes']['rows']} nodes, {tables['edges']['rows']} edges, {tables['sites']['rows']} "
                     f"sites, {tables['mutations']['rows']} mutations; sequence length {sequence_length}"),
         "sequence_length": sequence_length,
-        "time_units": _text(small.get("time_units")),
+        "time_units": _text(small["time_units"]) if "time_units" in small else _UNKNOWN_TIME_UNITS,
         "uuid": _text(small.get("uuid")),
         "metadata_schema": _schema(_text(small.get("metadata_schema"))),
         "metadata_bytes": nbytes.get("metadata", 0),

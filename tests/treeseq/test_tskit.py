@@ -8,12 +8,14 @@ import numpy as np
 import pytest
 import tskit
 
+import tree_sequences
+
 import arrayio
 import arrayio.kastore as kastore
 from arrayio import tskit as arrayio_tskit
 from arrayio.errors import FormatError, UnsupportedError
 
-KINDS = ("msprime", "slim_like")
+KINDS = ("msprime", "slim_like", *tree_sequences.SLIM_FILES)  # the last: files SLiM wrote
 
 
 def _schema(table) -> object:
