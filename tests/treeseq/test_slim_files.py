@@ -47,7 +47,8 @@ def test_slim_metadata_decodes_the_same_after_load_and_a_tsz_round_trip(kind, tm
     reference = tskit.load(path)
     convert(path, tmp_path / "slim.tsz")
     convert(tmp_path / "slim.tsz", tmp_path / "back.trees")
-    for loaded in (arrayio_tskit.load(path), tszip.decompress(tmp_path / "slim.tsz"), tskit.load(tmp_path / "back.trees")):
+    loads = (arrayio_tskit.load(path), tszip.decompress(tmp_path / "slim.tsz"), tskit.load(tmp_path / "back.trees"))
+    for loaded in loads:
         loaded.tables.assert_equals(reference.tables)
         assert loaded.metadata == reference.metadata
         for rows, expected in ((loaded.individuals(), reference.individuals()), (loaded.nodes(), reference.nodes()),

@@ -6,9 +6,8 @@ import json
 
 import numpy as np
 import pytest
-import tskit
-
 import tree_sequences
+import tskit
 
 import arrayio
 import arrayio.kastore as kastore
