@@ -314,9 +314,10 @@ def _fetched_store(remote: RemoteFile, tables: Iterable[str] | None, skip_tables
 
 
 def _spooled(remote: RemoteFile, skip_reference_sequence: bool, threads: int) -> Any:
-    """tskit's own loader reading an in-memory file (memfd) that parallel ranged reads filled: no file on
-    disk, and the object is held once besides what tskit reads. (A pipe fed while tskit reads would hold
-    one copy less, but tskit keeps the GIL while it loads, so nothing could feed it.)"""
+    """tskit's own loader reading an in-memory file (memfd) that parallel ranged reads filled in place: no
+    file on disk, no copy on the way, and the object is held once besides what tskit reads. (A pipe fed while
+    tskit reads would hold one copy less, but tskit keeps the GIL while it loads, so nothing could feed it.)"""
+    import mmap
     import tempfile
 
     tskit = require("tskit", "tree sequences")
@@ -324,10 +325,10 @@ def _spooled(remote: RemoteFile, skip_reference_sequence: bool, threads: int) ->
     memfd = getattr(os, "memfd_create", None)
     spool = io.open(memfd("arrayio-tskit"), "w+b") if memfd is not None else tempfile.TemporaryFile()
     with spool:
-        for _offset, data in remote.iter_ranges([(0, remote.size)], part=_PART_BYTES, threads=threads):
-            spool.write(data)
-        spool.flush()
-        spool.seek(0)
+        spool.truncate(remote.size)
+        if remote.size:
+            with mmap.mmap(spool.fileno(), remote.size) as pages:
+                remote.read_into(pages, concurrency=threads)
         return tskit.load(spool, skip_reference_sequence=skip_reference_sequence)
 
 

@@ -184,10 +184,16 @@ class RemoteFile:
         stop = min(stop, self._size)
         buffer = bytearray(len(head) + max(0, stop - start))
         buffer[:len(head)] = head
-        # A transport that reads into a buffer writes each part in place; otherwise numpy copies it there
-        # (outside the GIL, so the parts land in parallel too).
-        view = memoryview(buffer)[len(head):]
-        target = np.frombuffer(buffer, np.uint8)[len(head):]
+        self._fill(start, memoryview(buffer)[len(head):])
+        return buffer
+
+    def _fill(self, start: int, view: memoryview, concurrency: int | None = None) -> None:
+        """Bytes ``start..start + len(view)`` written into ``view`` by ranged GETs of ``part_bytes``,
+        ``concurrency`` at a time: a transport that reads into a buffer writes each part in place; otherwise
+        numpy copies it there (outside the GIL, so the parts land in parallel too)."""
+        part = self.settings.part_bytes
+        stop = start + len(view)
+        target = np.frombuffer(view, np.uint8)
 
         def fetch(piece: int) -> None:
             end = min(stop, piece + part)
@@ -196,8 +202,16 @@ class RemoteFile:
             if data is not slot:
                 target[piece - start:end - start] = np.frombuffer(data, np.uint8)
 
-        _concurrently(fetch, range(start, stop, part), self.settings.concurrency)
-        return buffer
+        _concurrently(fetch, range(start, stop, part), concurrency or self.settings.concurrency)
+
+    def read_into(self, buffer: Any, offset: int = 0, *, concurrency: int | None = None) -> None:
+        """Fill the writable ``buffer`` (an mmap, a bytearray) with the object's bytes from ``offset``, in
+        parallel parts written in place (``concurrency`` at a time, else the storage option's): a whole
+        object into memory the caller owns, without a copy."""
+        view = memoryview(buffer).cast("B")
+        if offset < 0 or offset + len(view) > self.size:
+            raise ValueError(f"{self.url}: bytes {offset}..{offset + len(view)} are not inside its {self.size}")
+        self._fill(offset, view, concurrency)
 
     def _request_one(self, start: int, stop: int, into: memoryview | None = None) -> bytes | bytearray | memoryview:
         """One request for ``[start, stop)``, checked against what the object was at open (written into
