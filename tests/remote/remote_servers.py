@@ -31,6 +31,7 @@ from werkzeug.serving import make_server
 _RANGE = re.compile(r"bytes=(\d*)-(\d*)$")
 _RANGES = re.compile(r"bytes=(\d*-\d*(?:\s*,\s*\d*-\d*)+)$")
 _BOUNDARY = "arrayio-test-boundary"
+_PACED_BLOCK = 1 << 20
 
 
 class Counts:
@@ -105,6 +106,7 @@ class RangeServer(LoopbackServer):
         self.etags: dict[str, str] = {}
         self.counts = Counts()
         self.delay = 0.0       # seconds each GET waits before answering (so concurrent requests overlap)
+        self.rate = 0.0        # bytes/s each connection sends at most (0: as fast as it can), like a WAN link
         self.several_ranges = True  # answer a GET of several ranges with them all (False: the whole object)
         self.in_flight = 0     # GETs being answered now
         self.peak = 0          # the most GETs answered at once since the last reset_peak()
@@ -191,8 +193,16 @@ class RangeServer(LoopbackServer):
                 if "Content-Length" not in headers:
                     self.send_header("Content-Length", str(len(body) if length is None else length))
                 self.end_headers()
-                if not head:
+                if head:
+                    return
+                if not server.rate:
                     self.wfile.write(body)
+                    return
+                for start in range(0, len(body), _PACED_BLOCK):  # paced: a link of `rate` bytes/s a connection
+                    began = time.monotonic()
+                    self.wfile.write(body[start:start + _PACED_BLOCK])
+                    time.sleep(max(0.0, min(len(body) - start, _PACED_BLOCK) / server.rate
+                                   - (time.monotonic() - began)))
 
         self._serve(Handler)
 

@@ -264,9 +264,11 @@ class RemoteFile:
     def _fetch_together(self, pieces: list[tuple[int, int]]) -> list[tuple[int, int]]:
         """Fetch ``(start, stop)`` pieces into the cache in several-range GETs where the server answers them
         (MAX_RANGES a request); the pieces still missing (all of them where it cannot) are returned."""
-        transport = self._byteranges_transport()
         origin = _origin(self.url)
-        if transport is None or len(pieces) < 2 or origin in _SINGLE_RANGE_ORIGINS:
+        if len(pieces) < 2 or origin in _SINGLE_RANGE_ORIGINS:
+            return pieces
+        transport = self._byteranges_transport()
+        if transport is None:
             return pieces
         missing: list[tuple[int, int]] = []
         for first in range(0, len(pieces), byteranges.MAX_RANGES):
