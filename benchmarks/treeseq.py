@@ -154,7 +154,8 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="arrayio-bench-treeseq-") as folder:
             scratch = Path(folder)
             got = {case: _measure(case, path, url, scratch, args.repeat) for case in (
-                "local:ours", "local:tskit", "local:limit", "local:tables", "local:ours-tables", "http:ours", "http:tskit", "http:limit")}
+                "local:ours", "local:tskit", "local:limit", "local:tables", "local:ours-tables",
+                "http:ours", "http:tskit", "http:limit")}
             server.counts.reset()
             got["meta:ours"] = _measure("meta:ours", path, url, scratch, args.repeat)
             meta_requests = server.counts.total()[0] / args.repeat
@@ -231,7 +232,8 @@ def _print_goals(got: dict, size: int) -> None:
     line("local load time <= 1.0x tskit.load", got["local:ours"]["seconds"] / got["local:tskit"]["seconds"], 1.0,
          f"floor: reading the file {got['local:limit']['seconds']:.3f} s")
     line("local load peak RSS <= 0.6x tskit.load", got["local:ours"]["peak"] / got["local:tskit"]["peak"], 0.6,
-         f"floor: the TreeSequence itself {resident / 1e6:.0f} MB = {resident / max(1, got['local:tskit']['peak']):.2f}x"
+         f"floor: the TreeSequence itself {resident / 1e6:.0f} MB = "
+         f"{resident / max(1, got['local:tskit']['peak']):.2f}x"
          f" (tables alone {tables / 1e6:.0f} MB, file {size / 1e6:.0f} MB)")
     line("load over loopback HTTP <= 0.6x download + tskit.load",
          got["http:ours"]["seconds"] / got["http:tskit"]["seconds"], 0.6,
