@@ -9,12 +9,16 @@ record (codec, shuffle, typesize, block size). It works over the public reader
 of :mod:`arrayio.bloscpack`, one chunk in memory at a time.
 
 Chunks are decoded and encoded again, not copied: c-blosc2 reads Blosc1 chunks
-and an in-memory super-chunk accepts them unchanged, but appending them to a
-file-backed (contiguous) frame fails as soon as one is larger than the one
-before it (python-blosc2 4.14: "Could not append the desired chunk"), and a
-``.b2nd`` chunk must hold whole rows and a padded last chunk, which bloscpack's
-byte-sized chunks rarely do. Blosc1 headers do not record the compression
-level, so ``clevel`` says it (default 5). ``pip install "arrayio[blosc2]"``.
+and an in-memory super-chunk without a frame keeps them unchanged, but every
+``.b2frame``/``.b2nd`` is a frame, and a frame reads byte 31 of each appended
+chunk as Blosc2's special-value flags; in a Blosc1 chunk (a 16-byte header)
+that byte is compressed data, so about a third of unchanged Blosc1 chunks would
+be stored as "all zeros"/"all NaN" with their bytes dropped, and a file-backed
+frame refuses or garbles Blosc1 chunks past the first (python-blosc2 4.14.1,
+c-blosc2 3.3.5; tests/bloscpack/test_blosc2_migration.py keeps the proof). A
+``.b2nd`` chunk must moreover hold whole rows and a padded last chunk, which
+bloscpack's byte-sized chunks rarely do. Blosc1 headers do not record the
+compression level, so ``clevel`` says it (default 5). ``pip install "arrayio[blosc2]"``.
 """
 
 from __future__ import annotations

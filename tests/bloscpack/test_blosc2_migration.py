@@ -134,3 +134,37 @@ def test_cli_converts_a_folder_one_line_each(tmp_path, cli):
         assert result.returncode == 0, result.stderr
     for index in range(2):
         np.testing.assert_array_equal(_read_b2nd(tmp_path / f"{index}.b2nd"), np.full((100, 10), index, np.int16))
+
+
+def _blosc1_chunk(special: int) -> tuple[bytes, bytes]:
+    """(data, its Blosc1 chunk) where the chunk's byte 31 (compressed data: a Blosc1 header is 16 bytes)
+    has the bits c-blosc2 frames read as the Blosc2 special value ``special`` (0: none, 1: a chunk of zeros)."""
+    blosc = pytest.importorskip("blosc")
+    for length in range(1000, 1100):
+        data = np.arange(length, dtype=np.float64).tobytes()
+        chunk = blosc.compress(data, typesize=8, clevel=5, shuffle=blosc.SHUFFLE, cname="zstd")
+        if (chunk[31] >> 4) & 7 == special:
+            return data, chunk
+    pytest.fail(f"no Blosc1 chunk of 1000..1099 float64 values has the bit pattern {special} at byte 31")
+
+
+def test_why_blosc1_chunks_are_encoded_again_for_blosc2_frames(tmp_path):
+    """The reason from_bloscpack decodes and encodes every chunk (docs/migrating-from-bloscpack.md): a Blosc2
+    frame (.b2frame, .b2nd) reads byte 31 of each appended chunk as Blosc2's special-value flags, which in
+    an unchanged Blosc1 chunk is compressed data, so a chunk can be stored as "all zeros" and its bytes dropped;
+    and a file-backed frame refuses Blosc1 chunks after the first. When this test fails, python-blosc2 takes
+    Blosc1 chunks as they are, and the migration can copy them."""
+    data, chunk = _blosc1_chunk(special=1)
+    in_memory = blosc2.SChunk(chunksize=len(data), contiguous=False)
+    in_memory.append_chunk(chunk)
+    assert in_memory.decompress_chunk(0) == data  # no frame: the chunk is kept as it is and reads back
+    frame = blosc2.SChunk(chunksize=len(data), contiguous=True)
+    frame.append_chunk(chunk)
+    assert frame.decompress_chunk(0) == bytes(len(data)) != data  # in a frame: silently a chunk of zeros
+    blosc = pytest.importorskip("blosc")
+    data = (np.arange(1 << 17, dtype=np.float64) + np.random.default_rng(0).random(1 << 17)).tobytes()
+    chunk = blosc.compress(data, typesize=8, clevel=5, shuffle=blosc.SHUFFLE, cname="zstd")
+    on_disk = blosc2.SChunk(chunksize=len(data), contiguous=True, urlpath=str(tmp_path / "x.b2frame"), mode="w")
+    on_disk.append_chunk(chunk)  # c-blosc2 traces "Invalid arguments for stdio write" here already
+    with pytest.raises(RuntimeError, match="Could not append"):
+        on_disk.append_chunk(chunk)
