@@ -131,6 +131,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--paced-mbps", type=float, default=100.0,
                         help="bytes/s (in MB) each connection of the paced server sends (0: leave the case out)")
+    parser.add_argument("--loads-only", action="store_true",
+                        help="leave out the .tsz cases (minutes on the full file): the load goals alone")
     parser.add_argument("--case")
     parser.add_argument("--path")
     parser.add_argument("--url")
@@ -162,8 +164,8 @@ def main() -> None:
             got["meta:tskit"] = _measure("meta:tskit", path, url, scratch, args.repeat)
             if args.paced_mbps:
                 for side in ("ours", "tskit", "limit"):
-                    got[f"paced:{side}"] = _measure(f"http:{side}", path, paced_url, scratch, 1)
-            for case in ("tsz:tszip", "tsz:ours", "trees:ours", "trees:tszip"):
+                    got[f"paced:{side}"] = _measure(f"http:{side}", path, paced_url, scratch, args.repeat)
+            for case in () if args.loads_only else ("tsz:tszip", "tsz:ours", "trees:ours", "trees:tszip"):
                 got[case] = _measure(case, path, url, scratch, args.repeat)
         rows = _table(got, size, meta_requests, args.paced_mbps)
     finally:
@@ -206,6 +208,8 @@ def _table(got: dict, size: int, meta_requests: float, paced_mbps: float) -> lis
                               got["paced:ours"]["seconds"], reference=got["paced:tskit"]["seconds"],
                               reference_name="download + tskit.load", limit=got["paced:limit"]["seconds"],
                               limit_name="one GET"))
+    if "tsz:ours" not in got:
+        return rows
     rows.append(_rows.row(AREA, ".trees -> .tsz", got["tsz:ours"]["seconds"], reference=got["tsz:tszip"]["seconds"],
                           reference_name="tszip.compress"))
     sizes = got["tsz:ours"]["sizes"]
