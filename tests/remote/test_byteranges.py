@@ -36,6 +36,8 @@ def test_parts_are_cut_by_their_content_range_even_around_a_boundary_in_the_data
     (_part(0, 10, claimed=(10, 0)) + b"--b--\r\n", "runs past the body"),      # last before first
     (b"--b\r\nContent-Type: x\r\n\r\n" + DATA[:10] + b"\r\n--b--\r\n", "without a valid Content-Range"),
     (b"--b\r\n" + b"X" * 600, "do not end within"),                           # endless part headers
+    (b"--b--\r\n", "no parts"),                                                # nothing at all
+    (_part(0, 10) + _part(20, 30).replace(b"/10240", b"/99") + b"--b--\r\n", "different object sizes"),
 ])
 def test_a_malformed_multipart_answer_is_a_named_error(body, message):
     with pytest.raises(RemoteError, match=message) as raised:

@@ -70,6 +70,7 @@ def parse_parts(url: str, body: bytes | bytearray, delimiter: str) -> tuple[list
         parts.append((first, view[start:stop]))
         sizes.add(size)
         position = stop + 2 if bytes(view[stop:stop + 2]) == b"\r\n" else stop
-    if len(sizes) > 1:
-        raise RemoteError(f"{url}: the parts of one multipart/byteranges answer name different object sizes")
-    return parts, sizes.pop() if sizes else -1
+    if len(sizes) != 1:
+        raise RemoteError(f"{url}: a multipart/byteranges answer with no parts, or parts naming different "
+                          f"object sizes")
+    return parts, sizes.pop()
