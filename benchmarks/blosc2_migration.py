@@ -99,6 +99,10 @@ def main() -> None:
               + (f"  {item['reference_name']} {item['reference']:.1f}" if item["reference"] else "")
               + (f"  limit ({item['limit_name']}) {item['limit']:.1f}" if item["limit"] else "")
               + f"  {item['note']}")
+    print("goal (issue 23): .blp -> .b2nd throughput against the read limit, without re-encoding where it can")
+    print(f"  .blp -> .b2nd {rows[0]['ours']:.1f} MB/s = {rows[0]['ours'] / rows[0]['limit']:.2f} of decoding the .blp "
+          f"({rows[0]['limit']:.1f} MB/s); every chunk is encoded again: a Blosc2 frame cannot hold unchanged "
+          f"Blosc1 chunks (docs/migrating-from-bloscpack.md)")
     _rows.write(args.json_path, AREA, data, rows)
 
 
