@@ -12,8 +12,8 @@ Chunks are decoded and encoded again, not copied: c-blosc2 reads Blosc1 chunks
 and an in-memory super-chunk without a frame keeps them unchanged, but every
 ``.b2frame``/``.b2nd`` is a frame, and a frame reads byte 31 of each appended
 chunk as Blosc2's special-value flags; in a Blosc1 chunk (a 16-byte header)
-that byte is compressed data, so about a third of unchanged Blosc1 chunks would
-be stored as "all zeros"/"all NaN" with their bytes dropped, and a file-backed
+that byte is compressed data, so about 3 in 8 unchanged Blosc1 chunks would
+be stored as "all zeros"/"all NaN"/uninitialised with their bytes dropped, and a file-backed
 frame refuses or garbles Blosc1 chunks past the first (python-blosc2 4.14.1,
 c-blosc2 3.3.5; tests/bloscpack/test_blosc2_migration.py keeps the proof). A
 ``.b2nd`` chunk must moreover hold whole rows and a padded last chunk, which
