@@ -193,3 +193,16 @@ def test_a_server_without_several_ranges_is_read_one_range_a_request(large):
         assert server.counts.total()[0] <= 8  # never asks several ranges again
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("kind", sorted(tree_sequences.SLIM_FILES))
+def test_slim_written_files_over_http(request, kind):
+    """What SLiM wrote (its metadata schemas and provenance) reads the same over a URL as from the path."""
+    path = tree_sequences.SLIM_FILES[kind]
+    server = request.getfixturevalue("http_server")
+    url = server.put(f"w23-{path.name}", path.read_bytes())
+    server.counts.reset()
+    assert arrayio_tskit.info(url) == arrayio_tskit.info(path)
+    assert server.counts.total()[0] <= 3
+    arrayio_tskit.load(url).tables.assert_equals(tskit.load(path).tables)
+    arrayio_tskit.load(url, skip_tables=True).tables.assert_equals(tskit.load(path, skip_tables=True).tables)
