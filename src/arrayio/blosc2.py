@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import os
+import struct
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,12 @@ EXTENSIONS = {".b2nd": "ndarray", ".b2frame": "frame"}
 _CODECS = {"blosclz": "BLOSCLZ", "lz4": "LZ4", "zlib": "ZLIB", "zstd": "ZSTD", "snappy": "LZ4"}
 _BLOSC1_NAMES = {"BLOSCLZ": "blosclz", "LZ4": "lz4", "LZ4HC": "lz4hc", "ZLIB": "zlib", "ZSTD": "zstd"}
 Progress = Callable[[int], None]
+# Blosc chunk headers (c-blosc2's README_CHUNK_FORMAT.rst): Blosc1's 16 bytes, version 2, and Blosc2's
+# extended 32 bytes; the flag bits; the codec numbers whose streams c-blosc2 decodes (blosclz, lz4 also
+# for lz4hc, zlib, zstd; 2 was snappy).
+_BLOSC1_HEADER, _BLOSC1_VERSION, _BLOSC2_HEADER, _BLOSC2_VERSION = 16, 2, 32, 5
+_BYTE_SHUFFLE, _MEMCPYED, _BIT_SHUFFLE = 0x01, 0x02, 0x04
+_CARRIED_CODECS = frozenset({0, 1, 3, 4})
 
 
 def _kind(target: Any, kind: str | None) -> str:
@@ -123,14 +130,45 @@ def _ndarray(reader: Any, path: str, cparams: dict[str, Any], progress: Progress
         array.schunk.vlmeta["bloscpack"] = reader.metadata
 
 
+def _as_blosc2_chunk(chunk: memoryview) -> bytes | None:
+    """A Blosc1 chunk re-framed as a Blosc2 chunk holding the same compressed streams (the codec is not run),
+    or None where c-blosc2 could not decode them (another format version, snappy): the 32-byte extended
+    header (both shuffle bits set is what says "extended"; the shuffle moves to the last filter slot; the
+    Blosc2 flags byte, which frames read for special values, is zero) and the block starts moved by the 16
+    bytes the header grew. Appended unchanged, a Blosc1 chunk is misread by frames
+    (docs/migrating-from-bloscpack.md)."""
+    flags = chunk[2]
+    both = _BYTE_SHUFFLE | _BIT_SHUFFLE
+    if len(chunk) < _BLOSC1_HEADER or chunk[0] != _BLOSC1_VERSION or flags >> 5 not in _CARRIED_CODECS \
+            or flags & both == both:
+        return None
+    nbytes, blocksize, cbytes = struct.unpack_from("<iii", chunk, 4)
+    shuffle = 1 if flags & _BYTE_SHUFFLE else 2 if flags & _BIT_SHUFFLE else 0
+    header = struct.pack("<4B3i6B2B6B2B", _BLOSC2_VERSION, chunk[1], flags | both, chunk[3], nbytes, blocksize,
+                         cbytes + _BLOSC2_HEADER - _BLOSC1_HEADER, 0, 0, 0, 0, 0, shuffle, 0, 0, *bytes(6), 0, 0)
+    if flags & _MEMCPYED or nbytes == 0 or blocksize <= 0:
+        return header + bytes(chunk[_BLOSC1_HEADER:])
+    blocks = -(-nbytes // blocksize)
+    if _BLOSC1_HEADER + 4 * blocks > len(chunk):
+        return None
+    starts = np.frombuffer(chunk, "<i4", blocks, _BLOSC1_HEADER).astype("<i4") + (_BLOSC2_HEADER - _BLOSC1_HEADER)
+    return header + starts.tobytes() + bytes(chunk[_BLOSC1_HEADER + 4 * blocks:])
+
+
 def _frame(reader: Any, path: str, cparams: dict[str, Any], progress: Progress) -> None:
+    """The chunks of ``reader`` as a super-chunk frame: each Blosc1 chunk re-framed as a Blosc2 one, its
+    compressed streams copied (decoded and encoded again only where they cannot be carried)."""
     blosc2 = require("blosc2", "Blosc2 conversions")
 
     chunk_size = reader.header.chunk_size if reader.nchunks else 1 << 20
     frame = blosc2.SChunk(chunksize=chunk_size, urlpath=path, mode="w", contiguous=True, cparams=cparams)
-    for chunk in reader.iter_chunks():
-        frame.append_data(chunk)
-        progress(len(chunk))
+    for index in range(reader.nchunks):
+        carried = _as_blosc2_chunk(reader.compressed_chunk(index))
+        if carried is None:
+            frame.append_data(reader.read_chunk(index))
+        else:
+            frame.append_chunk(carried)
+        progress(int(reader.starts[index + 1] - reader.starts[index]))
     if reader.metadata is not None:
         frame.vlmeta["bloscpack"] = reader.metadata
 

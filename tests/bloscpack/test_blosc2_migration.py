@@ -168,3 +168,38 @@ def test_why_blosc1_chunks_are_encoded_again_for_blosc2_frames(tmp_path):
     on_disk.append_chunk(chunk)  # c-blosc2 traces "Invalid arguments for stdio write" here already
     with pytest.raises(RuntimeError, match="Could not append"):
         on_disk.append_chunk(chunk)
+
+
+@pytest.mark.parametrize("cname", ["blosclz", "lz4", "lz4hc", "zlib", "zstd"])
+@pytest.mark.parametrize("shuffle", [0, 1, 2])
+def test_b2frame_carries_the_compressed_streams_unchanged(tmp_path, cname, shuffle):
+    """.blp -> .b2frame copies each chunk's compressed streams into a Blosc2 chunk (the codec is not run):
+    python-blosc2 decodes every chunk to the original bytes, and the streams are byte-identical."""
+    data = (np.cumsum(RNG.random(300_000)) * 100).astype(np.float32).tobytes()[:1_000_003]  # a short last chunk
+    source, target = tmp_path / "x.blp", tmp_path / "x.b2frame"
+    blp.pack_bytes_to_file(data, source, chunk_size=1 << 18,
+                           blosc_args={"typesize": 4, "clevel": 5, "shuffle": shuffle, "cname": cname})
+    assert migrate.from_bloscpack(source, target) == "frame"
+    frame = blosc2.open(str(target))
+    assert b"".join(frame.decompress_chunk(index) for index in range(frame.nchunks)) == data
+    with blp.open(source) as reader:
+        assert frame.nchunks == reader.nchunks == 4
+        for index in range(reader.nchunks):
+            original, carried = bytes(reader.compressed_chunk(index)), bytes(frame.get_chunk(index))
+            assert len(carried) == len(original) + 16
+            if not original[2] & 0x02:  # block starts, then the streams as the codec wrote them
+                blocks = -(-int.from_bytes(original[4:8], "little") // int.from_bytes(original[8:12], "little"))
+                assert carried[32 + 4 * blocks:] == original[16 + 4 * blocks:]
+
+
+def test_chunks_whose_streams_cannot_be_carried_are_named_none():
+    """Another Blosc format version, snappy's codec number, both shuffle bits (already a Blosc2 header) or a
+    chunk too short for its block starts: decoded and encoded again instead."""
+    chunk = bytearray(bytes([2, 1, 0x81, 4]) + (4000).to_bytes(4, "little") + (1000).to_bytes(4, "little")
+                      + (40).to_bytes(4, "little") + bytes(24))
+    assert migrate._as_blosc2_chunk(memoryview(bytes(chunk))) is not None
+    for position, value in ((0, 1), (2, 0x41), (2, 0x85)):
+        changed = bytearray(chunk)
+        changed[position] = value
+        assert migrate._as_blosc2_chunk(memoryview(bytes(changed))) is None, (position, value)
+    assert migrate._as_blosc2_chunk(memoryview(bytes(chunk[:20]))) is None
