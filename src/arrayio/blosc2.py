@@ -119,15 +119,49 @@ def _ndarray(reader: Any, path: str, cparams: dict[str, Any], progress: Progress
         per_chunk = max(1, min(shape[axis], chunk_size // across if across else shape[axis]))
         chunks = list(shape)
         chunks[axis] = max(1, per_chunk)
-        array = blosc2.empty(shape, dtype=reader.dtype, chunks=tuple(chunks), urlpath=path, mode="w",
+        block_rows = _carried_block_rows(reader, across) if axis == 0 else None
+        blocks = None if block_rows is None else (block_rows, *shape[1:])
+        array = blosc2.empty(shape, dtype=reader.dtype, chunks=tuple(chunks), blocks=blocks, urlpath=path, mode="w",
                              cparams={key: value for key, value in cparams.items() if key != "blocksize"})
-        for start, slab in _slabs(reader, axis, per_chunk, progress):
-            region = [slice(None)] * len(shape)
-            region[axis] = slice(start, start + slab.shape[axis])
-            array[tuple(region)] = np.ascontiguousarray(slab)  # one slab: python-blosc2 takes C order only
+        if block_rows is not None:
+            _carry_rows(reader, array, per_chunk, block_rows * across, progress)
+        else:
+            for start, slab in _slabs(reader, axis, per_chunk, progress):
+                region = [slice(None)] * len(shape)
+                region[axis] = slice(start, start + slab.shape[axis])
+                array[tuple(region)] = np.ascontiguousarray(slab)  # one slab: python-blosc2 takes C order only
     array.schunk.vlmeta["order"] = reader.order
     if reader.metadata is not None:
         array.schunk.vlmeta["bloscpack"] = reader.metadata
+
+
+def _carried_block_rows(reader: Any, row_bytes: int) -> int | None:
+    """Rows in a Blosc2 block when the NDArray's chunks can be the .blp's chunks carried over (C order, every
+    bloscpack chunk whole rows, the first chunk's Blosc blocks whole rows too: a 1-D array always, n-D rows
+    of power-of-two bytes), else None."""
+    if reader.order != "C" or reader.nchunks == 0 or row_bytes <= 0 or reader.header.chunk_size % row_bytes:
+        return None
+    _position, header = reader.chunk_location(0)
+    if header.blocksize <= 0 or header.blocksize % row_bytes or header.blocksize > reader.header.chunk_size:
+        return None
+    return int(header.blocksize // row_bytes)
+
+
+def _carry_rows(reader: Any, array: Any, per_chunk: int, blocksize: int, progress: Progress) -> None:
+    """Each full bloscpack chunk in Blosc blocks of ``blocksize`` bytes becomes the NDArray's chunk of the
+    same rows, its streams carried over (_as_blosc2_chunk); the others (the short last one) are decoded and
+    written, which python-blosc2 pads and encodes."""
+    full = per_chunk * math.prod(reader.shape[1:]) * reader.dtype.itemsize
+    for index in range(reader.nchunks):
+        _position, header = reader.chunk_location(index)
+        carried = _as_blosc2_chunk(reader.compressed_chunk(index)) \
+            if header.nbytes == full and header.blocksize == blocksize else None
+        if carried is not None:
+            array.schunk.update_chunk(index, carried)
+        else:
+            rows = reader.read_chunk(index).view(reader.dtype).reshape(-1, *reader.shape[1:])
+            array[index * per_chunk:index * per_chunk + rows.shape[0]] = rows
+        progress(int(header.nbytes))
 
 
 def _as_blosc2_chunk(chunk: memoryview) -> bytes | None:

@@ -170,6 +170,15 @@ def test_why_blosc1_chunks_are_encoded_again_for_blosc2_frames(tmp_path):
         on_disk.append_chunk(chunk)
 
 
+def _streams(chunk: bytes | memoryview, header: int) -> tuple[int, int, int, bytes]:
+    """(nbytes, blocksize, typesize, the codec's streams) of a Blosc chunk whose header is ``header`` bytes
+    (16: Blosc1, 32: Blosc2 extended): what re-framing must keep."""
+    chunk = bytes(chunk)
+    nbytes, blocksize = int.from_bytes(chunk[4:8], "little"), int.from_bytes(chunk[8:12], "little")
+    blocks = 0 if chunk[2] & 0x02 else -(-nbytes // blocksize)  # a memcpy'd chunk has no block starts
+    return nbytes, blocksize, chunk[3], chunk[header + 4 * blocks:]
+
+
 @pytest.mark.parametrize("cname", ["blosclz", "lz4", "lz4hc", "zlib", "zstd"])
 @pytest.mark.parametrize("shuffle", [0, 1, 2])
 def test_b2frame_carries_the_compressed_streams_unchanged(tmp_path, cname, shuffle):
@@ -185,11 +194,7 @@ def test_b2frame_carries_the_compressed_streams_unchanged(tmp_path, cname, shuff
     with blp.open(source) as reader:
         assert frame.nchunks == reader.nchunks == 4
         for index in range(reader.nchunks):
-            original, carried = bytes(reader.compressed_chunk(index)), bytes(frame.get_chunk(index))
-            assert len(carried) == len(original) + 16
-            if not original[2] & 0x02:  # block starts, then the streams as the codec wrote them
-                blocks = -(-int.from_bytes(original[4:8], "little") // int.from_bytes(original[8:12], "little"))
-                assert carried[32 + 4 * blocks:] == original[16 + 4 * blocks:]
+            assert _streams(frame.get_chunk(index), 32) == _streams(reader.compressed_chunk(index), 16)
 
 
 def test_chunks_whose_streams_cannot_be_carried_are_named_none():
@@ -203,3 +208,21 @@ def test_chunks_whose_streams_cannot_be_carried_are_named_none():
         changed[position] = value
         assert migrate._as_blosc2_chunk(memoryview(bytes(changed))) is None, (position, value)
     assert migrate._as_blosc2_chunk(memoryview(bytes(chunk[:20]))) is None
+
+
+@pytest.mark.parametrize("shape", [(1_000_003,), (125_001, 8)])  # 1-D, and rows of 64 bytes: blocks of whole rows
+def test_b2nd_carries_the_full_chunks_streams_unchanged(tmp_path, shape):
+    """.blp -> .b2nd copies each full chunk's compressed streams into the NDArray's chunk of the same rows;
+    the short last chunk is decoded and encoded (padded); python-blosc2 reads the array and any slice back."""
+    array = np.cumsum(RNG.random(shape), axis=0)
+    source, target = tmp_path / "x.blp", tmp_path / "x.b2nd"
+    blp.pack_ndarray_to_file(array, source, chunk_size=1 << 20,
+                             blosc_args={"typesize": 8, "clevel": 5, "shuffle": 1, "cname": "zstd"})
+    assert migrate.from_bloscpack(source, target) == "ndarray"
+    opened = blosc2.open(str(target))
+    assert np.array_equal(opened[:], array)
+    assert np.array_equal(opened[123_456:654_321 // len(shape)], array[123_456:654_321 // len(shape)])
+    with blp.open(source) as reader:
+        assert opened.schunk.nchunks == reader.nchunks == 8
+        for index in range(reader.nchunks - 1):
+            assert _streams(opened.schunk.get_chunk(index), 32) == _streams(reader.compressed_chunk(index), 16)
