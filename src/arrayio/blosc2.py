@@ -8,16 +8,16 @@ Fortran order, of one bloscpack chunk) and the codec settings the Blosc1 headers
 record (codec, shuffle, typesize, block size). It works over the public reader
 of :mod:`arrayio.bloscpack`, one chunk in memory at a time.
 
-Chunks are decoded and encoded again, not copied: c-blosc2 reads Blosc1 chunks
-and an in-memory super-chunk without a frame keeps them unchanged, but every
-``.b2frame``/``.b2nd`` is a frame, and a frame reads byte 31 of each appended
-chunk as Blosc2's special-value flags; in a Blosc1 chunk (a 16-byte header)
-that byte is compressed data, so about 3 in 8 unchanged Blosc1 chunks would
-be stored as "all zeros"/"all NaN"/uninitialised with their bytes dropped, and a file-backed
-frame refuses or garbles Blosc1 chunks past the first (python-blosc2 4.14.1,
-c-blosc2 3.3.5; tests/bloscpack/test_blosc2_migration.py keeps the proof). A
-``.b2nd`` chunk must moreover hold whole rows and a padded last chunk, which
-bloscpack's byte-sized chunks rarely do. Blosc1 headers do not record the
+Chunks are carried over where their codec can be: each Blosc1 chunk becomes a
+Blosc2 chunk holding the same compressed streams (:func:`_as_blosc2_chunk`),
+for every ``.b2frame`` chunk and for the full chunks of a C-order ``.b2nd``
+whose chunks and Blosc blocks are whole rows (an NDArray's blocks are
+sub-arrays); the rest is decoded and encoded again. Appending Blosc1 chunks
+unchanged is no option: a frame reads byte 31 of each chunk as Blosc2's
+special-value flags, compressed data in a Blosc1 chunk, so about 3 in 8 would
+be stored as zeros, NaNs or uninitialised with their bytes dropped
+(docs/migrating-from-bloscpack.md; tests/bloscpack/test_blosc2_migration.py
+keeps the proof). Blosc1 headers do not record the
 compression level, so ``clevel`` says it (default 5). ``pip install "arrayio[blosc2]"``.
 """
 

@@ -148,12 +148,12 @@ def _blosc1_chunk(special: int) -> tuple[bytes, bytes]:
     pytest.fail(f"no Blosc1 chunk of 1000..1099 float64 values has the bit pattern {special} at byte 31")
 
 
-def test_why_blosc1_chunks_are_encoded_again_for_blosc2_frames(tmp_path):
-    """The reason from_bloscpack decodes and encodes every chunk (docs/migrating-from-bloscpack.md): a Blosc2
-    frame (.b2frame, .b2nd) reads byte 31 of each appended chunk as Blosc2's special-value flags, which in
-    an unchanged Blosc1 chunk is compressed data, so a chunk can be stored as "all zeros" and its bytes dropped;
-    and a file-backed frame refuses Blosc1 chunks after the first. When this test fails, python-blosc2 takes
-    Blosc1 chunks as they are, and the migration can copy them."""
+def test_why_blosc1_chunks_are_re_framed_for_blosc2_frames(tmp_path):
+    """Why from_bloscpack re-frames Blosc1 chunks as Blosc2 ones instead of appending them as they are
+    (docs/migrating-from-bloscpack.md): a Blosc2 frame (.b2frame, .b2nd) reads byte 31 of each appended chunk
+    as Blosc2's special-value flags, which in an unchanged Blosc1 chunk is compressed data, so a chunk can be
+    stored as "all zeros" and its bytes dropped; and a file-backed frame refuses Blosc1 chunks after the
+    first. When this test fails, python-blosc2 takes Blosc1 chunks as they are."""
     data, chunk = _blosc1_chunk(special=1)
     in_memory = blosc2.SChunk(chunksize=len(data), contiguous=False)
     in_memory.append_chunk(chunk)
