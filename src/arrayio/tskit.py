@@ -340,9 +340,9 @@ def load(target: Any, storage_options: dict | None = None, tables: Iterable[str]
     is a FormatError naming the key). A whole tree sequence is read by tskit's own loader, which since
     tskit 1.0 holds the file once (building a TreeSequence from other memory would copy every table
     again): from the path, or over a URL from an in-memory file that parallel ranged reads (``threads``
-    at a time) fill, with no file on disk. ``tables`` and ``skip_tables`` read only the keys asked for (a local
-    file mapped, a URL's runs of wanted keys fetched into memory) and hand them to
-    ``TableCollection.fromdict``.
+    at a time) fill in place, with no file on disk. ``tables`` and ``skip_tables`` read only the keys asked
+    for (a local file mapped, a URL's wanted keys fetched into memory: small ones in one several-range GET
+    where the server answers those) and build the tables one at a time from them.
     """
     tskit = require("tskit", "tree sequences")
 
