@@ -36,15 +36,9 @@ class BatchReads:
         frames = int(entry.num_frames)
         # A remote file: the section in one request, not one per frame walked.
         self.source.prefetch([(entry.images_offset, entry.images_length)])
-        from ._reader import parse_frame  # the reader imports this mixin
-
         found: dict[str, dict[int, tuple]] = {}  # camera -> {frame: its first record there}
-        walk = self._walk(position, frames)
-        end = walk.frame_start(0)
-        for frame in range(frames):  # one pass: each frame's records and where the next frame starts
-            records, end = parse_frame(walk, frame, end, with_records=True)
-            if len(walk.starts) == frame + 1:
-                walk.starts.append(end)
+        for frame in range(frames):
+            records = self.image_records(position, frame)
             for record in records:
                 found.setdefault(record.camera, {}).setdefault(frame, (
                     record.offset, record.length, record.height, record.width, record.channels, record.format))

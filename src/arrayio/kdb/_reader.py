@@ -650,7 +650,9 @@ class KdbFile(ReaderBase, BatchReads, EntryLines):
         if not 0 <= frame < walk.num_frames:
             raise EpisodeNotFound(f"kdb: frame {frame} is outside 0..{walk.num_frames - 1} "
                                   f"of episode {walk.position}")
-        records, _end = parse_frame(walk, frame, walk.frame_start(frame), with_records=True)
+        records, end = parse_frame(walk, frame, walk.frame_start(frame), with_records=True)
+        if len(walk.starts) == frame + 1:  # the next frame's start, found on the way: frames in order parse once
+            walk.starts.append(end)
         return records
 
     def frame_offset(self, position: int, frame: int) -> int:
