@@ -290,7 +290,7 @@ def _fetch_arrays(parts: list[tuple[FrameDataset, Sequence[int], np.ndarray]], s
     batch: dict[str, Any] = {output.key: None for output in outputs if output.field in _STEP_FIELDS}
     pads: dict[str, np.ndarray] = {}
     dim_masks: dict[str, np.ndarray] = {}
-    meta = {key: np.zeros(size, np.int64) for key in ("episode", "frame", "shard", "index")}
+    meta: dict[str, np.ndarray] = {}
     images = [output for output in outputs if output.field not in _STEP_FIELDS]
     image_keys = {output.key for output in images}
     image_state: dict[str, _ImageGather] = {}
@@ -341,10 +341,12 @@ def _fetch_arrays(parts: list[tuple[FrameDataset, Sequence[int], np.ndarray]], s
                 batch[output.key][rows_of] = values
         if images:
             _gather_images(shards, part, episodes, unique, rows_of, images, rows, image_state, sources)
-        meta["episode"][rows_of] = shards.episode_position[episodes]
-        meta["frame"][rows_of] = local
-        meta["shard"][rows_of] = shards.episode_shard[episodes]
-        meta["index"][rows_of] = frames
+        for key, values in (("episode", shards.episode_position[episodes]), ("frame", local),
+                            ("shard", shards.episode_shard[episodes]), ("index", frames)):
+            if rows_of is _ALL_ROWS:  # the whole batch: the arrays themselves (int64 like the rest)
+                meta[key] = values.astype(np.int64, copy=False)
+            else:
+                meta.setdefault(key, np.zeros(size, np.int64))[rows_of] = values
     for output in outputs:
         if output.field in _STEP_FIELDS:
             values = batch[output.key]
