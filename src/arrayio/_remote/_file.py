@@ -24,7 +24,7 @@ import numpy as np
 from .._binary import Source
 from .._optional import require
 from ..errors import ErrorKinds, ObjectChangedError, UnsupportedError
-from ._cache import _BlockCache
+from ._cache import Fetched, _BlockCache
 from ._http import _HTTPTransport
 from ._obstore import forked, obstore_transport
 from ._settings import split_options
@@ -169,7 +169,7 @@ class RemoteFile:
         """The cache's bound in bytes."""
         return self._cache.capacity
 
-    def _request(self, start: int, stop: int, head: bytes = b"") -> bytes | bytearray:
+    def _request(self, start: int, stop: int, head: bytes = b"") -> Fetched:
         """``head`` followed by ``[start, stop)``: one request, or parts of ``part_bytes`` fetched concurrently
         into one buffer (which ``head``, bytes already at hand, starts)."""
         part = self.settings.part_bytes
@@ -178,12 +178,15 @@ class RemoteFile:
             data = bytes(data) if isinstance(data, memoryview) else data  # a view only when given a buffer
             return head + data if head else data
         stop = min(stop, self._size)
-        buffer = bytearray(len(head) + max(0, stop - start))
-        buffer[:len(head)] = head
+        # Not zeroed (bytearray would memset it, one thread, as long as the fetch of 1 GiB on loopback): every
+        # byte is written by a part below, and its pages fault in inside the parts' threads, in parallel.
+        whole = np.empty(len(head) + max(0, stop - start), np.uint8)
+        whole[:len(head)] = np.frombuffer(head, np.uint8)
+        buffer = memoryview(whole)
         # A transport that reads into a buffer writes each part in place; otherwise numpy copies it there
         # (outside the GIL, so the parts land in parallel too).
-        view = memoryview(buffer)[len(head):]
-        target = np.frombuffer(buffer, np.uint8)[len(head):]
+        view = buffer[len(head):]
+        target = whole[len(head):]
 
         def fetch(piece: int) -> None:
             end = min(stop, piece + part)
@@ -195,7 +198,7 @@ class RemoteFile:
         _concurrently(fetch, range(start, stop, part), self.settings.concurrency)
         return buffer
 
-    def _request_one(self, start: int, stop: int, into: memoryview | None = None) -> bytes | bytearray | memoryview:
+    def _request_one(self, start: int, stop: int, into: memoryview | None = None) -> Fetched:
         """One request for ``[start, stop)``, checked against what the object was at open (written into
         ``into``, and returned as it, where the transport can)."""
         with self._lock:
@@ -258,7 +261,7 @@ class RemoteFile:
         apart fetched as one request, the requests sent concurrently (``concurrency`` at a time), nothing cached."""
         spans = _coalesce(ranges, gap)
         size = self.size
-        fetched: dict[int, bytes | bytearray] = {}
+        fetched: dict[int, Fetched] = {}
 
         def fetch(span: tuple[int, int]) -> None:
             start, stop = span
@@ -309,7 +312,7 @@ class RemoteFile:
         _concurrently(fetch, pieces, self.settings.concurrency)
 
     def iter_ranges(self, ranges: Iterable[tuple[int, int]], *, part: int = 8 << 20,
-                    threads: int = 8) -> Iterator[tuple[int, bytes | bytearray]]:
+                    threads: int = 8) -> Iterator[tuple[int, Fetched]]:
         """(offset, bytes) of the ``(offset, length)`` ranges in parts of at most ``part`` bytes, in order,
         fetched ``threads`` parts at a time (at most that many parts in memory); nothing goes through the
         cache, so a whole object can stream through without a second copy or a temporary file."""
