@@ -131,6 +131,7 @@ def test_a_big_read_from_the_sendfile_server_lands_whole_and_counted(file_server
     assert (remote.stats.requests, remote.stats.bytes_fetched) == (requests, sent)
 
 
+@pytest.mark.one_client  # no client of ours: plain http.client
 def test_the_sendfile_server_answers_ranges_like_the_range_server(file_server):
     server, path = file_server
     data = path.read_bytes()
