@@ -1,6 +1,6 @@
 """Remote benchmark: requests, bytes and time to read one item of a big file over HTTP, and dask throughput.
 
-    python benchmarks/remote.py [--gb 1.0] [--dask-gb 2.0] [--episodes 2000] [--dir DIR] [--no-dask]
+    python benchmarks/remote.py [--gb 1.0] [--dask-gb 1.0] [--episodes 2000] [--dir DIR] [--no-dask]
                                 [--quick] [--json PATH]
 
 Every file is served by the tests' HTTP range server (tests/remote/remote_servers.py) on 127.0.0.1, which
@@ -485,15 +485,30 @@ class ServedFiles:
         self.process.wait(timeout=60)
 
 
+# The blockings measured: to_dask's default (runs of chunks up to 64 MiB a task) and a task per chunk (as before).
+DASK_BLOCKINGS = {"runs of chunks up to 64 MiB (default)": arrayio_dask.BLOCK_BYTES, "a task per 1 MiB chunk": 1}
+
+
 def case_dask(path: Path, threads: int) -> dict:
-    """The dask run, its file served by a server in another process (as a real server would be)."""
+    """The dask runs, the file served by the sendfile server in another process (as a real server would be),
+    and the time its bytes take over the wire alone (the limit's concurrent plain GETs)."""
     with ServedFiles([path]) as served:
-        return _dask_runs(served.url(path), path, threads)
+        url = served.url(path)
+        result = _dask_runs(url, path, threads)
+        size = path.stat().st_size
+        result["wire"] = limit_concurrent(url, 0, size, 8)
+        return result
 
 
 def _ones_block(block_info: dict) -> np.ndarray:
     """A chunk written in the worker (fresh memory, like a decoded chunk), nothing read."""
     return np.ones(block_info[None]["chunk-shape"], dtype=block_info[None]["dtype"])
+
+
+def _timed(action) -> float:
+    start = time.perf_counter()
+    action()
+    return time.perf_counter() - start
 
 
 def _dask_runs(url: str, path: Path, threads: int) -> dict:
@@ -505,41 +520,69 @@ def _dask_runs(url: str, path: Path, threads: int) -> dict:
         cluster = LocalCluster(n_workers=2, threads_per_worker=threads, processes=True, host="127.0.0.1",
                                dashboard_address=None)
         client = Client(cluster)
+    runs, sums = {}, set()
     try:
-        array = arrayio_dask.to_dask(url)
-        array.sum().compute()  # warm-up: worker imports, open files, page cache
-        start = time.perf_counter()
-        remote_sum = array.sum().compute()
-        remote = time.perf_counter() - start
-        persisted = array.persist()
-        wait(persisted)
-        start = time.perf_counter()
-        memory_sum = persisted.sum().compute()
-        memory = time.perf_counter() - start
-        del persisted
-        # The same chunks made in the workers without reading anything: what dask's scheduling of
-        # root tasks (queued, a round trip each) costs by itself, the floor for any reader.
-        made = dask.array.map_blocks(_ones_block, chunks=array.chunks, dtype=array.dtype,
-                                     meta=np.empty((0,) * array.ndim, dtype=array.dtype))
-        made.sum().compute()
-        start = time.perf_counter()
-        made.sum().compute()
-        no_io = time.perf_counter() - start
+        for label, block_bytes in DASK_BLOCKINGS.items():
+            array = arrayio_dask.to_dask(url, block_bytes=block_bytes)
+            sums.add(int(array.sum().compute()))  # warm-up: worker imports, open files, page cache
+            remote = _timed(lambda: sums.add(int(array.sum().compute())))
+            persisted = array.persist()
+            wait(persisted)
+            memory = _timed(lambda: sums.add(int(persisted.sum().compute())))
+            del persisted
+            # The same chunks made in the workers without reading anything: what dask's scheduling of
+            # root tasks (queued, a round trip each) costs by itself, the floor for any reader.
+            made = dask.array.map_blocks(_ones_block, chunks=array.chunks, dtype=array.dtype,
+                                         meta=np.empty((0,) * array.ndim, dtype=array.dtype))
+            made.sum().compute()
+            no_io = _timed(lambda: made.sum().compute())
+            runs[label] = {"tasks": array.numblocks[0], "remote": remote, "memory": memory, "no_io": no_io}
     finally:
         client.close()
         cluster.close()
-    start = time.perf_counter()
-    local_sum = bloscpack.unpack_ndarray_from_file(path).sum()
-    local = time.perf_counter() - start
-    assert remote_sum == memory_sum == local_sum
-    return {"nbytes": array.nbytes, "file_bytes": path.stat().st_size, "chunks": array.numblocks[0], "remote": remote,
-                "memory": memory, "no_io": no_io, "local": local}
+    local = _timed(lambda: sums.add(int(bloscpack.unpack_ndarray_from_file(path).sum())))
+    assert len(sums) == 1
+    with bloscpack.open(path) as reader:
+        chunks = reader.nchunks
+    return {"nbytes": array.nbytes, "file_bytes": path.stat().st_size, "chunks": chunks, "runs": runs,
+            "local": local}
+
+
+def print_dask(row: dict, threads: int) -> list[dict]:
+    """The dask table and its goal row; the benchmark's rows."""
+    nbytes = row["nbytes"]
+    print(f"\ndask: {nbytes / 1e9:.2f} GB of uint16 in a {row['file_bytes'] / 1e9:.2f} GB bloscpack file of "
+          f"{row['chunks']} chunks, LocalCluster(2 processes x {threads} threads), load average "
+          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print("| blocking | run | time | throughput | ratio to in-memory (same blocking) |")
+    print("| --- | --- | ---: | ---: | ---: |")
+    rows = []
+    for label, run in row["runs"].items():
+        for name, seconds in (("to_dask(url).sum() over HTTP", run["remote"]),
+                              ("same chunks persisted in worker memory", run["memory"]),
+                              ("same chunks made in the workers, no I/O (np.ones)", run["no_io"])):
+            print(f"| {label}, {run['tasks']} tasks | {name} | {seconds:.2f} s | {nbytes / seconds / 1e9:.2f} GB/s | "
+                  f"{seconds / run['memory']:.2f}x |")
+        rows.append(_rows.row("remote", f"dask: to_dask(url).sum(), {label}", run["remote"], reference=row["local"],
+                              reference_name="local unpack_ndarray_from_file(path).sum(), no cluster",
+                              limit=run["memory"], limit_name="same chunks persisted in worker memory",
+                              target="<= 1.5x in-memory" if run is next(iter(row["runs"].values())) else "",
+                              note=f"{run['tasks']} tasks"))
+    for name, seconds in (("local unpack_ndarray_from_file(path).sum(), one process", row["local"]),
+                          ("the file's bytes over the wire alone: 8 concurrent http.client GETs", row["wire"])):
+        print(f"| | {name} | {seconds:.2f} s | {row['file_bytes'] / seconds / 1e9:.2f} GB/s | |")
+    default, per_chunk = row["runs"].values()
+    print(f"\ngoal row, dask: to_dask(url).sum() over HTTP / the same chunks in worker memory = "
+          f"{default['remote'] / default['memory']:.2f}x (goal <= 1.5x); over HTTP, default blocking against a task "
+          f"per chunk: {per_chunk['remote'] / default['remote']:.1f}x faster; the wire alone takes "
+          f"{row['wire'] / default['memory']:.2f}x the in-memory sum", flush=True)
+    return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gb", type=float, default=1.0)
-    parser.add_argument("--dask-gb", type=float, default=2.0)
+    parser.add_argument("--dask-gb", type=float, default=1.0)
     parser.add_argument("--episodes", type=int, default=2000)
     parser.add_argument("--dir", type=Path, default=None)
     parser.add_argument("--no-dask", action="store_true")
@@ -609,22 +652,7 @@ def run(args: argparse.Namespace, folder: Path) -> list[dict]:
               f"{row['ref_requests']} | {row['ref_bytes']:,} | {row['ref_seconds']:.2f} s | "
               f"{row['limit_seconds'] * 1e3:.1f} ms | {row['seconds'] / row['limit_seconds']:.2f}x |", flush=True)
     if not args.no_dask:
-        row = case_dask(files["dask"], args.threads)
-        print()
-        print(f"dask: {row['nbytes'] / 1e9:.2f} GB of uint16 in a {row['file_bytes'] / 1e9:.2f} GB bloscpack file, "
-              f"{row['chunks']} chunks, LocalCluster(2 processes x {args.threads} threads)")
-        print("| run | time | throughput | ratio to in-memory |")
-        print("| --- | ---: | ---: | ---: |")
-        for label, seconds in (("to_dask(url).sum() over HTTP", row["remote"]),
-                               ("same chunks persisted in worker memory", row["memory"]),
-                               ("same chunks made in the workers, no I/O (np.ones)", row["no_io"]),
-                               ("local unpack_ndarray_from_file(path).sum()", row["local"])):
-            print(f"| {label} | {seconds:.2f} s | {row['nbytes'] / seconds / 1e9:.2f} GB/s | "
-                  f"{seconds / row['memory']:.2f}x |")
-        rows.append(_rows.row("remote", "dask: to_dask(url).sum()", row["remote"], reference=row["local"],
-                              reference_name="local unpack_ndarray_from_file(path).sum(), no cluster",
-                              limit=row["memory"], limit_name="same chunks persisted in worker memory",
-                              target="<= 1.5x in-memory"))
+        rows += print_dask(case_dask(files["dask"], args.threads), args.threads)
     server.stop()
     return wire + rows
 

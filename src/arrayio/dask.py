@@ -231,9 +231,11 @@ def to_dask(target: Any, key: str | None = None, storage_options: dict | None = 
     """A ``dask.array`` over one array of a file: its only one, or the one named ``key`` (tree path or key).
 
     An array that is raw rows of the file is read in row blocks of at most
-    ``block_bytes``, one byte range each; any other gets one dask chunk per
-    chunk of its format's model (a Blosc chunk, a frame), or runs of them when
-    the file has so many chunks that the graph would pass ``MAX_BLOCKS``.
+    ``block_bytes``, one byte range each; any other in runs of its format's
+    model chunks (Blosc chunks, frames) along the first axis, as many as fit
+    ``block_bytes`` (at least one; more when the graph would pass
+    ``MAX_BLOCKS``), each run one task: fetched in one request and decoded
+    into one array where the model reads runs of rows.
     """
     resolved = resolve(target, storage_options)
     location = location_of(resolved)

@@ -182,7 +182,7 @@ class RemoteFile:
         # byte is written by a part below, and its pages fault in inside the parts' threads, in parallel.
         whole = np.empty(len(head) + max(0, stop - start), np.uint8)
         whole[:len(head)] = np.frombuffer(head, np.uint8)
-        buffer = memoryview(whole)
+        buffer = whole.data  # a memoryview of the array
         # A transport that reads into a buffer writes each part in place; otherwise numpy copies it there
         # (outside the GIL, so the parts land in parallel too).
         view = buffer[len(head):]
