@@ -71,16 +71,43 @@ def region_read(folder: Path, size: int, repeat: int) -> dict:
     blp.pack_ndarray_to_file(values, path, chunk_size=1 << 20)  # 256 rows of 4 KiB per chunk
     del values
     results = {"bytes": size, "rows": rows}
+    regions = {"tenth": slice(rows // 3, rows // 3 + rows // 10), "one_chunk": slice(2560, 2816)}
     with blp.open(path) as reader:
         store = open_store(path)
         array = zarr.open_group(store=store, mode="r")["array"]
-        for name, region in (("tenth", slice(rows // 3, rows // 3 + rows // 10)), ("one_chunk", slice(2560, 2816))):
+        in_memory = zarr.open_group(store=_same_frames_in_memory(store, array.chunks[0], regions.values()),
+                                    mode="r")["array"]
+        for name, region in regions.items():
             native = _best(lambda region=region: reader[region], repeat)
             through_zarr = _best(lambda region=region: array[region], repeat)
+            floor = _best(lambda region=region: in_memory[region], repeat)
             results[name] = {"rows": region.stop - region.start, "native_s": native, "zarr_s": through_zarr,
-                             "ratio": through_zarr / native}
+                             "zarr_memory_store_s": floor, "ratio": through_zarr / native,
+                             "memory_store_ratio": floor / native}
         store.close()
     return results
+
+
+def _same_frames_in_memory(store, rows_per_chunk: int, regions) -> object:
+    """A zarr MemoryStore holding the very Blosc frames our store serves for ``regions``: zarr's own floor for
+    the same decode work, with no file, no digest check and no arrayio code on the read path."""
+    import asyncio
+
+    from zarr.core.buffer import default_buffer_prototype
+    from zarr.storage import MemoryStore
+
+    memory = MemoryStore()
+    wanted = {"zarr.json", "array/zarr.json"} | {
+        f"array/c/{index}/0" for region in regions
+        for index in range(region.start // rows_per_chunk, -(-region.stop // rows_per_chunk))}
+
+    async def copy() -> None:
+        prototype = default_buffer_prototype()
+        for key in sorted(wanted):
+            value = await store.get(key, prototype)
+            await memory.set(key, prototype.buffer.from_bytes(value.to_bytes()))
+    asyncio.run(copy())
+    return memory
 
 
 def _convert_case(case: str, source: str, target: str) -> None:
@@ -192,7 +219,8 @@ def main() -> None:
                   limit_name="memcpy", target="<= 1.3x native"),
         *[_rows.row("zarr", f"bloscpack region of {region[name]['rows']} rows through zarr", region[name]["zarr_s"],
                     reference=region[name]["native_s"], reference_name="bloscpack.open(...)[region]",
-                    target="<= 1.2x") for name in ("tenth", "one_chunk")],
+                    target="<= 1.2x", note=f"zarr's MemoryStore holding the same frames: "
+                    f"{region[name]['memory_store_ratio']:.2f}x") for name in ("tenth", "one_chunk")],
         _rows.row("zarr", f"convert {conv['bytes'] / 2**20:.0f} MiB bloscpack -> zarr", conv["arrayio"]["seconds"],
                   reference=conv["unpack_zarr_save"]["seconds"], reference_name="unpack + zarr.save",
                   note=f"peak RSS {conv['arrayio']['peak_rss'] / 2**20:.0f} MiB vs "
@@ -211,7 +239,9 @@ def main() -> None:
     for name in ("tenth", "one_chunk"):
         case = region[name]
         print(f"bloscpack region ({case['rows']} rows of 4 KiB): zarr {case['zarr_s'] * 1e3:.1f} ms, "
-              f"open()[region] {case['native_s'] * 1e3:.1f} ms -> {case['ratio']:.2f}x (goal <= 1.2x)")
+              f"open()[region] {case['native_s'] * 1e3:.1f} ms -> {case['ratio']:.2f}x (goal <= 1.2x); zarr over a "
+              f"MemoryStore of the same frames {case['zarr_memory_store_s'] * 1e3:.1f} ms -> "
+              f"{case['memory_store_ratio']:.2f}x")
     print(f"convert {conv['bytes'] / 2**20:.0f} MiB bloscpack -> zarr: {conv['arrayio']['seconds']:.2f} s, "
           f"peak RSS {conv['arrayio']['peak_rss'] / 2**20:.0f} MiB (goal < 300 MB); unpack + zarr.save "
           f"{conv['unpack_zarr_save']['seconds']:.2f} s, peak RSS {conv['unpack_zarr_save']['peak_rss'] / 2**20:.0f}"

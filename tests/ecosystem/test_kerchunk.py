@@ -72,3 +72,24 @@ def test_cli_refs(cli, kas_file, tmp_path):
     assert np.array_equal(reference_group(refs)["nodes/time"][...], KEYED["nodes/time"])
     result = cli("refs", tmp_path / "missing.kas")
     assert result.returncode == 1 and b"Traceback" not in result.stderr
+
+
+def test_bloscpack_reference_lengths_come_from_the_offsets_table(tmp_path):
+    """Chunk lengths come from the offsets table (no Blosc header read per chunk) and equal the headers'
+    cbytes; a table that is not sound is not trusted (the headers are walked) and gives the same lengths."""
+    import arrayio.bloscpack as blp
+
+    path = tmp_path / "a.blp"
+    blp.pack_ndarray_to_file(np.random.default_rng(0).standard_normal(40_000), path, chunk_size=64 << 10)
+    with blp.open(path) as reader:
+        spans = [reader.chunk_span(index) for index in range(reader.nchunks)]
+        headers = [reader.chunk_location(index) for index in range(reader.nchunks)]
+        where = reader.offsets_offset + 8
+    assert spans == [(position, int(header.cbytes)) for position, header in headers]
+    sound = references(path)["refs"]
+    data = bytearray(path.read_bytes())
+    data[where:where + 8] = (spans[0][0] + 4).to_bytes(8, "little")
+    path.write_bytes(bytes(data))
+    with blp.open(path) as reader:
+        assert [reader.chunk_span(index) for index in range(reader.nchunks)] == spans
+    assert references(path)["refs"] == sound

@@ -469,6 +469,25 @@ class BloscpackFile(EntryLines, ReaderBase):
                                  f"{end} (where chunk {index} and its digest end)", int(positions[index + 1]))
         return position, header
 
+    def chunk_span(self, index: int) -> tuple[int, int]:
+        """(byte offset, length) of chunk ``index``'s Blosc frame, from the offsets table alone.
+
+        A manifest of a remote file then costs no request per chunk: the frame
+        ends where the next chunk's offset, less its digest, says. The last
+        chunk has no next offset and is measured by its Blosc header. Positions
+        come from a table that passed ``_offsets_plausible`` (or from a scan of
+        the headers), so every length covers at least a Blosc header; a frame
+        whose header disagrees is still refused when it is read.
+        """
+        if not 0 <= index < self.nchunks:
+            raise IndexError(f"chunk {index} out of range 0..{self.nchunks - 1}")
+        positions = self.positions
+        if index + 1 == len(positions):
+            position, header = self.chunk_location(index)
+            return position, int(header.cbytes)
+        position = int(positions[index])
+        return position, int(positions[index + 1]) - position - self.checksum.size
+
     # -- decoding chunks -------------------------------------------------------------------
 
     def _compressed(self, index: int) -> tuple[int, Any, memoryview]:

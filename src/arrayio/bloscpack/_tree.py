@@ -78,8 +78,7 @@ def tree(reader: BloscpackFile) -> Group:
         index = coords[0]
         if (index + 1) * step > shape[0]:
             return None  # the short last frame decodes to less than a chunk
-        position, header = reader.chunk_location(index)
-        return ChunkRef(position, int(header.cbytes))
+        return ChunkRef(*reader.chunk_span(index))
 
     def stored(coords: tuple[int, ...]) -> Any:
         return reader._compressed(coords[0])[2]  # the stored frame, its digest verified
