@@ -543,7 +543,7 @@ def case_dask(path: Path, threads: int) -> dict:
     and the time its bytes take over the wire alone (the limit's concurrent plain GETs)."""
     with ServedFiles([path]) as served:
         url = served.url(path)
-        result = _dask_runs(url, path, threads)
+        result = _dask_runs(url, path, threads, served)
         size = path.stat().st_size
         result["wire"] = limit_concurrent(url, 0, size, 8)
         return result
@@ -560,7 +560,7 @@ def _timed(action) -> float:
     return time.perf_counter() - start
 
 
-def _dask_runs(url: str, path: Path, threads: int) -> dict:
+def _dask_runs(url: str, path: Path, threads: int, served: ServedFiles) -> dict:
     import dask.array
     from distributed import Client, LocalCluster, wait
 
@@ -574,7 +574,9 @@ def _dask_runs(url: str, path: Path, threads: int) -> dict:
         for label, block_bytes in DASK_BLOCKINGS.items():
             array = arrayio_dask.to_dask(url, block_bytes=block_bytes)
             sums.add(int(array.sum().compute()))  # warm-up: worker imports, open files, page cache
+            served.counts()
             remote = _timed(lambda: sums.add(int(array.sum().compute())))
+            requests, sent = served.counts()
             persisted = array.persist()
             wait(persisted)
             memory = _timed(lambda: sums.add(int(persisted.sum().compute())))
@@ -585,7 +587,8 @@ def _dask_runs(url: str, path: Path, threads: int) -> dict:
                                          meta=np.empty((0,) * array.ndim, dtype=array.dtype))
             made.sum().compute()
             no_io = _timed(lambda: made.sum().compute())
-            runs[label] = {"tasks": array.numblocks[0], "remote": remote, "memory": memory, "no_io": no_io}
+            runs[label] = {"tasks": array.numblocks[0], "remote": remote, "memory": memory, "no_io": no_io,
+                           "requests": requests, "sent": sent}
     finally:
         client.close()
         cluster.close()
@@ -607,7 +610,8 @@ def print_dask(row: dict, threads: int) -> list[dict]:
     print("| --- | --- | ---: | ---: | ---: |")
     rows = []
     for label, run in row["runs"].items():
-        for name, seconds in (("to_dask(url).sum() over HTTP", run["remote"]),
+        served = f"{run['requests']} requests, {run['sent'] / row['file_bytes']:.3f}x the file (server's counts)"
+        for name, seconds in ((f"to_dask(url).sum() over HTTP ({served})", run["remote"]),
                               ("same chunks persisted in worker memory", run["memory"]),
                               ("same chunks made in the workers, no I/O (np.ones)", run["no_io"])):
             print(f"| {label}, {run['tasks']} tasks | {name} | {seconds:.2f} s | {nbytes / seconds / 1e9:.2f} GB/s | "
