@@ -1,17 +1,23 @@
-"""Tree sequences for the tskit, tszip and remote tests: msprime simulations, and one with what SLiM writes.
+"""Tree sequences for the tskit, tszip and remote tests: msprime simulations, one with what SLiM writes,
+and three files SLiM wrote itself.
 
-tskit's wheel ships no test data (its SLiM-written files live in its git repository only, and no SLiM or
-pyslim is installed here), so :func:`slim_like` builds a tree sequence with the parts SLiM files have
-that msprime's lack: struct-codec metadata on nodes, individuals and mutations, individuals with
-locations and parents, a JSON top-level metadata block, ``ticks`` time units, a reference sequence,
-and migrations.
+tskit's wheel ships no test data, so :data:`SLIM_FILES` are copies of SLiM-written files from tskit's and
+pyslim's repositories (tests/data/slim/README.md names them). They have no reference sequence or
+migrations, so :func:`slim_like` also builds a tree sequence with the parts SLiM files have that
+msprime's lack: struct-codec metadata on nodes, individuals and mutations, individuals with locations
+and parents, a JSON top-level metadata block, ``ticks`` time units, a reference sequence, and migrations.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import msprime
 import numpy as np
 import tskit
+
+# SLiM-written files, by the test kind that names them.
+SLIM_FILES = {f"slim:{path.stem}": path for path in sorted((Path(__file__).parent / "data" / "slim").glob("*.trees"))}
 
 
 def simulated(samples: int = 50, length: float = 1e5, seed: int = 1) -> tskit.TreeSequence:

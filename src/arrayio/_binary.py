@@ -261,9 +261,10 @@ class Source:
         """Requests and bytes fetched (``requests``, ``bytes_fetched``) for remote sources; None for local ones."""
         return None
 
-    def prefetch(self, ranges: Iterable[tuple[int, int]], gap: int = 0) -> None:
+    def prefetch(self, ranges: Iterable[tuple[int, int]], gap: int = 0, *, together: bool = False) -> None:
         """Hint that the ``(offset, length)`` ranges are read next; remote sources fetch them together,
-        ranges at most ``gap`` bytes apart in one request."""
+        ranges at most ``gap`` bytes apart in one request (``together``: all of them in one request where the
+        server answers several ranges at once, for small ranges scattered over a big object)."""
 
     @property
     def is_mapped(self) -> bool:

@@ -8,19 +8,24 @@ Fortran order, of one bloscpack chunk) and the codec settings the Blosc1 headers
 record (codec, shuffle, typesize, block size). It works over the public reader
 of :mod:`arrayio.bloscpack`, one chunk in memory at a time.
 
-Chunks are decoded and encoded again, not copied: c-blosc2 reads Blosc1 chunks
-and an in-memory super-chunk accepts them unchanged, but appending them to a
-file-backed (contiguous) frame fails as soon as one is larger than the one
-before it (python-blosc2 4.14: "Could not append the desired chunk"), and a
-``.b2nd`` chunk must hold whole rows and a padded last chunk, which bloscpack's
-byte-sized chunks rarely do. Blosc1 headers do not record the compression
-level, so ``clevel`` says it (default 5). ``pip install "arrayio[blosc2]"``.
+Chunks are carried over where their codec can be: each Blosc1 chunk becomes a
+Blosc2 chunk holding the same compressed streams (:func:`_as_blosc2_chunk`),
+for every ``.b2frame`` chunk and for the full chunks of a C-order ``.b2nd``
+whose chunks and Blosc blocks are whole rows (an NDArray's blocks are
+sub-arrays); the rest is decoded and encoded again. Appending Blosc1 chunks
+unchanged is no option: a frame reads byte 31 of each chunk as Blosc2's
+special-value flags, compressed data in a Blosc1 chunk, so about 3 in 8 would
+be stored as zeros, NaNs or uninitialised with their bytes dropped
+(docs/migrating-from-bloscpack.md; tests/bloscpack/test_blosc2_migration.py
+keeps the proof). Blosc1 headers do not record the
+compression level, so ``clevel`` says it (default 5). ``pip install "arrayio[blosc2]"``.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import struct
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -41,6 +46,12 @@ EXTENSIONS = {".b2nd": "ndarray", ".b2frame": "frame"}
 _CODECS = {"blosclz": "BLOSCLZ", "lz4": "LZ4", "zlib": "ZLIB", "zstd": "ZSTD", "snappy": "LZ4"}
 _BLOSC1_NAMES = {"BLOSCLZ": "blosclz", "LZ4": "lz4", "LZ4HC": "lz4hc", "ZLIB": "zlib", "ZSTD": "zstd"}
 Progress = Callable[[int], None]
+# Blosc chunk headers (c-blosc2's README_CHUNK_FORMAT.rst): Blosc1's 16 bytes, version 2, and Blosc2's
+# extended 32 bytes; the flag bits; the codec numbers whose streams c-blosc2 decodes (blosclz, lz4 also
+# for lz4hc, zlib, zstd; 2 was snappy).
+_BLOSC1_HEADER, _BLOSC1_VERSION, _BLOSC2_HEADER, _BLOSC2_VERSION = 16, 2, 32, 5
+_BYTE_SHUFFLE, _MEMCPYED, _BIT_SHUFFLE = 0x01, 0x02, 0x04
+_CARRIED_CODECS = frozenset({0, 1, 3, 4})
 
 
 def _kind(target: Any, kind: str | None) -> str:
@@ -108,25 +119,90 @@ def _ndarray(reader: Any, path: str, cparams: dict[str, Any], progress: Progress
         per_chunk = max(1, min(shape[axis], chunk_size // across if across else shape[axis]))
         chunks = list(shape)
         chunks[axis] = max(1, per_chunk)
-        array = blosc2.empty(shape, dtype=reader.dtype, chunks=tuple(chunks), urlpath=path, mode="w",
+        block_rows = _carried_block_rows(reader, across) if axis == 0 else None
+        blocks = None if block_rows is None else (block_rows, *shape[1:])
+        array = blosc2.empty(shape, dtype=reader.dtype, chunks=tuple(chunks), blocks=blocks, urlpath=path, mode="w",
                              cparams={key: value for key, value in cparams.items() if key != "blocksize"})
-        for start, slab in _slabs(reader, axis, per_chunk, progress):
-            region = [slice(None)] * len(shape)
-            region[axis] = slice(start, start + slab.shape[axis])
-            array[tuple(region)] = np.ascontiguousarray(slab)  # one slab: python-blosc2 takes C order only
+        if block_rows is not None:
+            _carry_rows(reader, array, per_chunk, block_rows * across, progress)
+        else:
+            for start, slab in _slabs(reader, axis, per_chunk, progress):
+                region = [slice(None)] * len(shape)
+                region[axis] = slice(start, start + slab.shape[axis])
+                array[tuple(region)] = np.ascontiguousarray(slab)  # one slab: python-blosc2 takes C order only
     array.schunk.vlmeta["order"] = reader.order
     if reader.metadata is not None:
         array.schunk.vlmeta["bloscpack"] = reader.metadata
 
 
+def _carried_block_rows(reader: Any, row_bytes: int) -> int | None:
+    """Rows in a Blosc2 block when the NDArray's chunks can be the .blp's chunks carried over (C order, every
+    bloscpack chunk whole rows, the first chunk's Blosc blocks whole rows too: a 1-D array always, n-D rows
+    of power-of-two bytes), else None."""
+    if reader.order != "C" or reader.nchunks == 0 or row_bytes <= 0 or reader.header.chunk_size % row_bytes:
+        return None
+    _position, header = reader.chunk_location(0)
+    if header.blocksize <= 0 or header.blocksize % row_bytes or header.blocksize > reader.header.chunk_size:
+        return None
+    return int(header.blocksize // row_bytes)
+
+
+def _carry_rows(reader: Any, array: Any, per_chunk: int, blocksize: int, progress: Progress) -> None:
+    """Each full bloscpack chunk in Blosc blocks of ``blocksize`` bytes becomes the NDArray's chunk of the
+    same rows, its streams carried over (_as_blosc2_chunk); the others (the short last one) are decoded and
+    written, which python-blosc2 pads and encodes."""
+    full = per_chunk * math.prod(reader.shape[1:]) * reader.dtype.itemsize
+    for index in range(reader.nchunks):
+        _position, header = reader.chunk_location(index)
+        carried = _as_blosc2_chunk(reader.compressed_chunk(index)) \
+            if header.nbytes == full and header.blocksize == blocksize else None
+        if carried is not None:
+            array.schunk.update_chunk(index, carried)
+        else:
+            rows = reader.read_chunk(index).view(reader.dtype).reshape(-1, *reader.shape[1:])
+            array[index * per_chunk:index * per_chunk + rows.shape[0]] = rows
+        progress(int(header.nbytes))
+
+
+def _as_blosc2_chunk(chunk: memoryview) -> bytes | None:
+    """A Blosc1 chunk re-framed as a Blosc2 chunk holding the same compressed streams (the codec is not run),
+    or None where c-blosc2 could not decode them (another format version, snappy): the 32-byte extended
+    header (both shuffle bits set is what says "extended"; the shuffle moves to the last filter slot; the
+    Blosc2 flags byte, which frames read for special values, is zero) and the block starts moved by the 16
+    bytes the header grew. Appended unchanged, a Blosc1 chunk is misread by frames
+    (docs/migrating-from-bloscpack.md)."""
+    flags = chunk[2]
+    both = _BYTE_SHUFFLE | _BIT_SHUFFLE
+    if len(chunk) < _BLOSC1_HEADER or chunk[0] != _BLOSC1_VERSION or flags >> 5 not in _CARRIED_CODECS \
+            or flags & both == both:
+        return None
+    nbytes, blocksize, cbytes = struct.unpack_from("<iii", chunk, 4)
+    shuffle = 1 if flags & _BYTE_SHUFFLE else 2 if flags & _BIT_SHUFFLE else 0
+    header = struct.pack("<4B3i6B2B6B2B", _BLOSC2_VERSION, chunk[1], flags | both, chunk[3], nbytes, blocksize,
+                         cbytes + _BLOSC2_HEADER - _BLOSC1_HEADER, 0, 0, 0, 0, 0, shuffle, 0, 0, *bytes(6), 0, 0)
+    if flags & _MEMCPYED or nbytes == 0 or blocksize <= 0:
+        return header + bytes(chunk[_BLOSC1_HEADER:])
+    blocks = -(-nbytes // blocksize)
+    if _BLOSC1_HEADER + 4 * blocks > len(chunk):
+        return None
+    starts = np.frombuffer(chunk, "<i4", blocks, _BLOSC1_HEADER).astype("<i4") + (_BLOSC2_HEADER - _BLOSC1_HEADER)
+    return header + starts.tobytes() + bytes(chunk[_BLOSC1_HEADER + 4 * blocks:])
+
+
 def _frame(reader: Any, path: str, cparams: dict[str, Any], progress: Progress) -> None:
+    """The chunks of ``reader`` as a super-chunk frame: each Blosc1 chunk re-framed as a Blosc2 one, its
+    compressed streams copied (decoded and encoded again only where they cannot be carried)."""
     blosc2 = require("blosc2", "Blosc2 conversions")
 
     chunk_size = reader.header.chunk_size if reader.nchunks else 1 << 20
     frame = blosc2.SChunk(chunksize=chunk_size, urlpath=path, mode="w", contiguous=True, cparams=cparams)
-    for chunk in reader.iter_chunks():
-        frame.append_data(chunk)
-        progress(len(chunk))
+    for index in range(reader.nchunks):
+        carried = _as_blosc2_chunk(reader.compressed_chunk(index))
+        if carried is None:
+            frame.append_data(reader.read_chunk(index))
+        else:
+            frame.append_chunk(carried)
+        progress(int(reader.starts[index + 1] - reader.starts[index]))
     if reader.metadata is not None:
         frame.vlmeta["bloscpack"] = reader.metadata
 

@@ -30,6 +30,9 @@ from moto.server import ThreadedMotoServer
 from werkzeug.serving import make_server
 
 _RANGE = re.compile(r"bytes=(\d*)-(\d*)$")
+_RANGES = re.compile(r"bytes=(\d*-\d*(?:\s*,\s*\d*-\d*)+)$")
+_BOUNDARY = "arrayio-test-boundary"
+_PACED_BLOCK = 1 << 20
 
 
 class Counts:
@@ -101,13 +104,17 @@ class LoopbackServer:
 
 
 class RangeServer(LoopbackServer):
-    """A small HTTP/1.1 server of in-memory objects: GET with one byte range, HEAD, ETag, 404, 416."""
+    """A small HTTP/1.1 server of in-memory objects: GET with byte ranges (several: a multipart/byteranges
+    answer, or the whole object when ``several_ranges`` is False, as servers without them do), HEAD, ETag,
+    404, 416."""
 
     def __init__(self) -> None:
         self.objects: dict[str, bytes] = {}
         self.etags: dict[str, str] = {}
         self.counts = Counts()
         self.delay = 0.0       # seconds each GET waits before answering (so concurrent requests overlap)
+        self.rate = 0.0        # bytes/s each connection sends at most (0: as fast as it can), like a WAN link
+        self.several_ranges = True  # answer a GET of several ranges with them all (False: the whole object)
         self.in_flight = 0     # GETs being answered now
         self.peak = 0          # the most GETs answered at once since the last reset_peak()
         self._flight_lock = threading.Lock()
@@ -145,6 +152,11 @@ class RangeServer(LoopbackServer):
                     return
                 etag = server.etags[self.path.split("?")[0]]
                 wanted = self.headers.get("Range")
+                several = _RANGES.match(wanted or "")
+                if several is not None and server.several_ranges:
+                    self._multipart(data, etag, [_RANGE.match("bytes=" + part.strip()).groups()
+                                                 for part in several.group(1).split(",")])
+                    return
                 match = _RANGE.match(wanted or "")
                 if match is None:
                     server.counts.add(self.path, len(data))
@@ -159,6 +171,22 @@ class RangeServer(LoopbackServer):
                 server.counts.add(self.path, len(body))
                 self._reply(206, body, {"Content-Range": f"bytes {start}-{stop - 1}/{len(data)}", "ETag": etag})
 
+            def _multipart(self, data: bytes, etag: str, ranges: list[tuple[str, str]]) -> None:
+                """A 206 multipart/byteranges answer: each range a part, as RFC 9110 lays it out."""
+                body = bytearray()
+                sent = 0
+                for first, last in ranges:
+                    start = int(first) if first else max(0, len(data) - int(last))
+                    stop = min(len(data), int(last) + 1) if first and last else len(data)
+                    body += (f"--{_BOUNDARY}\r\nContent-Type: application/octet-stream\r\n"
+                             f"Content-Range: bytes {start}-{stop - 1}/{len(data)}\r\n\r\n").encode()
+                    body += data[start:stop] + b"\r\n"
+                    sent += stop - start
+                body += f"--{_BOUNDARY}--\r\n".encode()
+                server.counts.add(self.path, sent)
+                self._reply(206, bytes(body), {"Content-Type": f"multipart/byteranges; boundary={_BOUNDARY}",
+                                               "ETag": etag})
+
             def _reply(self, status: int, body: bytes, headers: dict, head: bool = False,
                        length: int | None = None) -> None:
                 self.send_response(status)
@@ -167,8 +195,16 @@ class RangeServer(LoopbackServer):
                 if "Content-Length" not in headers:
                     self.send_header("Content-Length", str(len(body) if length is None else length))
                 self.end_headers()
-                if not head:
+                if head:
+                    return
+                if not server.rate:
                     self.wfile.write(body)
+                    return
+                for start in range(0, len(body), _PACED_BLOCK):  # paced: a link of `rate` bytes/s a connection
+                    began = time.monotonic()
+                    self.wfile.write(body[start:start + _PACED_BLOCK])
+                    time.sleep(max(0.0, min(len(body) - start, _PACED_BLOCK) / server.rate
+                                   - (time.monotonic() - began)))
 
         self._serve(Handler)
 

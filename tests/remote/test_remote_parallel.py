@@ -148,3 +148,22 @@ def test_the_sendfile_server_answers_ranges_like_the_range_server(file_server):
     connection.request("GET", FileServer.COUNTS_PATH)
     assert connection.getresponse().read() == b"4 10"
     assert server.counts.total() == (0, 0)
+
+
+def test_read_into_fills_a_callers_buffer_in_concurrent_parts(slow_server, samples, remote_client):
+    """RemoteFile.read_into: the object's bytes from an offset, in parts written in place, `concurrency`
+    at a time; a range past the end is a usage error before any request."""
+    data = samples("kastore/ours").read_bytes()
+    url = slow_server.put("parallel/into.kas", data)
+    remote = arrayio.RemoteFile(url, {"part_bytes": PART})
+    assert remote.size == len(data)  # opened: the first request
+    buffer = bytearray(len(data) - 1000)
+    slow_server.counts.reset()
+    slow_server.reset_peak()
+    remote.read_into(buffer, 1000, concurrency=3)
+    requests, sent = slow_server.counts.total()
+    assert bytes(buffer) == data[1000:]
+    assert requests == -(-len(buffer) // PART) and sent == len(buffer)
+    assert slow_server.peak == 3
+    with pytest.raises(ValueError, match="not inside"):
+        remote.read_into(bytearray(10), len(data) - 5)

@@ -31,6 +31,22 @@ def files(tmp_path_factory) -> dict:
     return {"trees": trees, "tsz": tsz}
 
 
+@pytest.fixture(scope="module")
+def large(tmp_path_factory):
+    """A 5 MB msprime tree sequence with 2000 provenance records and 300 kB of top-level metadata: its
+    top-level keys lie in four places hundreds of kB apart (after the edges, the individuals, the provenances
+    and the sites, as tskit sorts its keys), so no read-ahead or joining of near ranges reaches them all."""
+    tables = tree_sequences.simulated(samples=300, length=1e7, seed=5).dump_tables()
+    tables.metadata_schema = tskit.MetadataSchema({"codec": "json"})
+    tables.metadata = {"notes": "x" * 300_000}
+    for index in range(2000):
+        tables.provenances.add_row(record=json.dumps({"step": index, "parameters": "y" * 200}),
+                                   timestamp="2026-11-26T09:00:00")
+    path = tmp_path_factory.mktemp("remote-large-trees") / "large.trees"
+    tables.tree_sequence().dump(path)
+    return path
+
+
 @pytest.fixture
 def serve(request, files):
     """(url, storage_options, counts) of a file on a backend, counts reset."""
@@ -123,3 +139,70 @@ def test_an_object_replaced_while_loading_is_named_not_mixed(request, files):
     server.put("w23-replaced.trees", files["trees"].read_bytes()[::-1])  # same size, other bytes and ETag
     with pytest.raises(ObjectChangedError, match="changed"):
         arrayio_tskit.load(remote)
+
+
+def test_metadata_of_a_large_file_over_http_in_at_most_three_requests(request, large, cli, remote_client):
+    """The head, then every small key (and the last provenance record) in one several-range GET, whichever
+    client reads: tskit.load(skip_tables=True), info and `arrayio info` alike (five requests and more before)."""
+    server = request.getfixturevalue("http_server")
+    url = server.put("w23-large.trees", large.read_bytes())
+    server.counts.reset()
+    loaded = arrayio_tskit.load(url, skip_tables=True)
+    loaded.tables.assert_equals(tskit.load(large, skip_tables=True).tables)
+    assert server.counts.total()[0] <= 3
+    server.counts.reset()
+    assert arrayio_tskit.info(url) == arrayio_tskit.info(large)
+    requests, sent = server.counts.total()
+    assert requests <= 3 and sent < large.stat().st_size // 5
+    server.counts.reset()
+    result = cli("info", url, "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["provenances"]["count"] == tskit.load(large).num_provenances
+    assert server.counts.total()[0] <= 3
+
+
+def test_metadata_of_a_large_file_from_an_object_store(serve, request, large):
+    """S3 answers one range a GET, so the floor is the head plus one request per place the small keys lie
+    (four in a tskit file whose tables are large); the last provenance record comes with them."""
+    store = request.getfixturevalue("object_stores")("s3")
+    url = store.put("w23-large.trees", large.read_bytes())
+    store.counts.reset()
+    loaded = arrayio_tskit.load(url, storage_options=store.options, skip_tables=True)
+    loaded.tables.assert_equals(tskit.load(large, skip_tables=True).tables)
+    assert store.counts.total()[0] <= 5
+    store.counts.reset()
+    assert arrayio_tskit.info(url, storage_options=store.options) == arrayio_tskit.info(large)
+    assert store.counts.total()[0] <= 5 + 3  # and the metadata schemas of the tables, each amid its columns
+
+
+def test_a_server_without_several_ranges_is_read_one_range_a_request(large):
+    """A server that answers several ranges with the whole object (as many do): the answer is dropped
+    unread, the server remembered, and the small keys fetched one range a request from then on."""
+    from remote_servers import RangeServer
+
+    server = RangeServer()
+    server.several_ranges = False
+    server.start()
+    try:
+        url = server.put("w23-single.trees", large.read_bytes())
+        loaded = arrayio_tskit.load(url, skip_tables=True)
+        loaded.tables.assert_equals(tskit.load(large, skip_tables=True).tables)
+        assert server.counts.total()[0] <= 6  # the head, the refused GET, one per place the keys lie
+        server.counts.reset()
+        assert arrayio_tskit.info(url) == arrayio_tskit.info(large)
+        assert server.counts.total()[0] <= 8  # never asks several ranges again
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("kind", sorted(tree_sequences.SLIM_FILES))
+def test_slim_written_files_over_http(request, kind):
+    """What SLiM wrote (its metadata schemas and provenance) reads the same over a URL as from the path."""
+    path = tree_sequences.SLIM_FILES[kind]
+    server = request.getfixturevalue("http_server")
+    url = server.put(f"w23-{path.name}", path.read_bytes())
+    server.counts.reset()
+    assert arrayio_tskit.info(url) == arrayio_tskit.info(path)
+    assert server.counts.total()[0] <= 3
+    arrayio_tskit.load(url).tables.assert_equals(tskit.load(path).tables)
+    arrayio_tskit.load(url, skip_tables=True).tables.assert_equals(tskit.load(path, skip_tables=True).tables)

@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+import tree_sequences
 import tskit
 
 import arrayio
@@ -13,7 +14,7 @@ import arrayio.kastore as kastore
 from arrayio import tskit as arrayio_tskit
 from arrayio.errors import FormatError, UnsupportedError
 
-KINDS = ("msprime", "slim_like")
+KINDS = ("msprime", "slim_like", *tree_sequences.SLIM_FILES)  # the last: files SLiM wrote
 
 
 def _schema(table) -> object:

@@ -12,6 +12,8 @@ import tskit
 tszip = pytest.importorskip("tszip")
 zarr = pytest.importorskip("zarr")
 
+import tree_sequences  # noqa: E402
+
 import arrayio  # noqa: E402
 import arrayio.kastore as kastore  # noqa: E402
 from arrayio import tskit as arrayio_tskit  # noqa: E402
@@ -19,7 +21,7 @@ from arrayio import tszip as arrayio_tszip  # noqa: E402
 from arrayio.convert import convert  # noqa: E402
 from arrayio.errors import ChecksumError, FormatError  # noqa: E402
 
-KINDS = ("msprime", "slim_like")
+KINDS = ("msprime", "slim_like", *tree_sequences.SLIM_FILES)  # the last: files SLiM wrote
 
 
 @pytest.fixture(scope="module")

@@ -24,8 +24,9 @@ import numpy as np
 from .._binary import Source
 from .._optional import require
 from ..errors import ErrorKinds, ObjectChangedError, UnsupportedError
+from . import _byteranges as byteranges
 from ._cache import Fetched, _BlockCache
-from ._http import _HTTPTransport
+from ._http import _HTTPTransport, _origin
 from ._obstore import forked, obstore_transport
 from ._settings import split_options
 from ._transports import _fsspec_file, _FsspecTransport, _GCSTransport, _open_file, _S3Transport
@@ -34,6 +35,8 @@ DEFAULT_READAHEAD = 64 << 10
 DEFAULT_CACHE_BYTES = 32 << 20
 # Ranges of one batch (fetch_ranges, prefetch) at most this far apart go out as one request.
 COALESCE_GAP = 64 << 10
+# Origins whose servers answered several ranges with the whole object: asked one range a request from then on.
+_SINGLE_RANGE_ORIGINS: set[tuple[str, str, int | None]] = set()
 # Announced spans remembered for windowed fetching (the latest ones).
 _PLANNED_SPANS = 16
 
@@ -99,6 +102,7 @@ class RemoteFile:
         self._lock = threading.Lock()
         self._size = None if size is None else int(size)
         self._etag = etag
+        self._several_ranges: _HTTPTransport | None = None
 
     def _fsspec_transport(self) -> Any:
         fs, path = self.fs, self.path
@@ -179,14 +183,20 @@ class RemoteFile:
             return head + data if head else data
         stop = min(stop, self._size)
         # Not zeroed (bytearray would memset it, one thread, as long as the fetch of 1 GiB on loopback): every
-        # byte is written by a part below, and its pages fault in inside the parts' threads, in parallel.
+        # byte is written by a part, and its pages fault in inside the parts' threads, in parallel.
         whole = np.empty(len(head) + max(0, stop - start), np.uint8)
         whole[:len(head)] = np.frombuffer(head, np.uint8)
         buffer = whole.data  # a memoryview of the array
-        # A transport that reads into a buffer writes each part in place; otherwise numpy copies it there
-        # (outside the GIL, so the parts land in parallel too).
-        view = buffer[len(head):]
-        target = whole[len(head):]
+        self._fill(start, buffer[len(head):])
+        return buffer
+
+    def _fill(self, start: int, view: memoryview, concurrency: int | None = None) -> None:
+        """Bytes ``start..start + len(view)`` written into ``view`` by ranged GETs of ``part_bytes``,
+        ``concurrency`` at a time: a transport that reads into a buffer writes each part in place; otherwise
+        numpy copies it there (outside the GIL, so the parts land in parallel too)."""
+        part = self.settings.part_bytes
+        stop = start + len(view)
+        target = np.frombuffer(view, np.uint8)
 
         def fetch(piece: int) -> None:
             end = min(stop, piece + part)
@@ -195,8 +205,16 @@ class RemoteFile:
             if data is not slot:
                 target[piece - start:end - start] = np.frombuffer(data, np.uint8)
 
-        _concurrently(fetch, range(start, stop, part), self.settings.concurrency)
-        return buffer
+        _concurrently(fetch, range(start, stop, part), concurrency or self.settings.concurrency)
+
+    def read_into(self, buffer: Any, offset: int = 0, *, concurrency: int | None = None) -> None:
+        """Fill the writable ``buffer`` (an mmap, a bytearray) with the object's bytes from ``offset``, in
+        parallel parts written in place (``concurrency`` at a time, else the storage option's): a whole
+        object into memory the caller owns, without a copy."""
+        view = memoryview(buffer).cast("B")
+        if offset < 0 or offset + len(view) > self.size:
+            raise ValueError(f"{self.url}: bytes {offset}..{offset + len(view)} are not inside its {self.size}")
+        self._fill(offset, view, concurrency)
 
     def _request_one(self, start: int, stop: int, into: memoryview | None = None) -> Fetched:
         """One request for ``[start, stop)``, checked against what the object was at open (written into
@@ -216,19 +234,62 @@ class RemoteFile:
             if self._size is None:
                 self._size = response.size if response.size is not None else len(response.data)
                 self._etag = response.etag
-        changed = []
-        if response.size is not None and response.size != self._size:
-            changed.append(f"size {self._size} -> {response.size}")
-        if self._etag and response.etag and response.etag != self._etag:
-            changed.append(f"ETag {self._etag} -> {response.etag}")
-        if changed:
-            raise ObjectChangedError(f"{self.url}: the object changed after it was opened "
-                                     f"({', '.join(changed)}); reopen it to read the new version")
+        self._check_version(response.size, response.etag)
         wanted = max(0, min(stop, self._size) - start)
         if len(response.data) < wanted:
             raise ObjectChangedError(f"{self.url}: asked for bytes {start}..{start + wanted}, received "
                                      f"{len(response.data)} (the object is shorter than when it was opened)")
         return response.data[:wanted] if len(response.data) > wanted else response.data
+
+    def _check_version(self, size: int | None, etag: str | None) -> None:
+        """Raise ObjectChangedError when a response names another size or ETag than the object had at open."""
+        changed = []
+        if size is not None and size != self._size:
+            changed.append(f"size {self._size} -> {size}")
+        if self._etag and etag and etag != self._etag:
+            changed.append(f"ETag {self._etag} -> {etag}")
+        if changed:
+            raise ObjectChangedError(f"{self.url}: the object changed after it was opened "
+                                     f"({', '.join(changed)}); reopen it to read the new version")
+
+    def _byteranges_transport(self) -> _HTTPTransport | None:
+        """The transport that asks for several ranges in one GET (an HTTP server's), else None: obstore sends
+        one range per request, so over HTTP(S) its reads of several ranges go through the HTTP transport."""
+        if isinstance(self._transport, _HTTPTransport):
+            return self._transport
+        if self.client != "obstore" or self.url.partition("://")[0].lower() not in ("http", "https"):
+            return None
+        with self._lock:
+            if self._several_ranges is None:
+                self._several_ranges = _HTTPTransport(self.fs, self.path, self.settings)
+            return self._several_ranges
+
+    def _fetch_together(self, pieces: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        """Fetch ``(start, stop)`` pieces into the cache in several-range GETs where the server answers them
+        (MAX_RANGES a request); the pieces still missing (all of them where it cannot) are returned."""
+        origin = _origin(self.url)
+        if len(pieces) < 2 or origin in _SINGLE_RANGE_ORIGINS:
+            return pieces
+        transport = self._byteranges_transport()
+        if transport is None:
+            return pieces
+        missing: list[tuple[int, int]] = []
+        for first in range(0, len(pieces), byteranges.MAX_RANGES):
+            batch = pieces[first:first + byteranges.MAX_RANGES]
+            with self._lock:
+                self.stats.requests += 1
+            answer = transport.get_ranges(batch) if origin not in _SINGLE_RANGE_ORIGINS else None
+            if answer is None:  # the server sends whole objects to several ranges: ask one range a request
+                _SINGLE_RANGE_ORIGINS.add(origin)
+                return missing + pieces[first:]
+            self._check_version(answer.size, answer.etag)
+            with self._lock:
+                for start, data in answer.parts:
+                    self.stats.bytes_fetched += len(data)
+                    if start + len(data) <= self.size:
+                        self._cache.add(start, bytes(data))
+                missing += [(start, stop) for start, stop in batch if not self._cache.covers(start, stop - start)]
+        return missing
 
     def read(self, offset: int, length: int) -> memoryview:
         """``length`` bytes at ``offset`` (the caller checked the range against ``size``), read-only.
@@ -280,10 +341,12 @@ class RemoteFile:
             views.append(memoryview(fetched[start])[offset - start:offset - start + length].toreadonly())
         return views
 
-    def prefetch(self, ranges: Iterable[tuple[int, int]], gap: int = 0) -> None:
+    def prefetch(self, ranges: Iterable[tuple[int, int]], gap: int = 0, *, together: bool = False) -> None:
         """Fetch ``(offset, length)`` ranges into the cache: ranges at most ``gap`` apart joined into one
         request, the requests sent concurrently, at most half the cache in all (more would evict itself before
-        it is read); a span past that is remembered, and each read that reaches it fetches its next window."""
+        it is read); a span past that is remembered, and each read that reaches it fetches its next window.
+        ``together``: small ranges scattered over the object, asked in one several-range GET where the server
+        answers those (HTTP), so they cost one round trip, not one each."""
         size = self.size
         step = self._window
         budget = step
@@ -309,7 +372,7 @@ class RemoteFile:
             with self._lock:
                 self._cache.add(piece[0], data)
 
-        _concurrently(fetch, pieces, self.settings.concurrency)
+        _concurrently(fetch, self._fetch_together(pieces) if together else pieces, self.settings.concurrency)
 
     def iter_ranges(self, ranges: Iterable[tuple[int, int]], *, part: int = 8 << 20,
                     threads: int = 8) -> Iterator[tuple[int, Fetched]]:
@@ -433,10 +496,11 @@ class RemoteSource(Source):
             raise ValueError("I/O operation on a closed source")
         return self.remote.read(offset, length)
 
-    def prefetch(self, ranges: Iterable[tuple[int, int]], gap: int = 0) -> None:
-        """Fetch the ``(offset, length)`` ranges about to be read, those at most ``gap`` apart in one request."""
+    def prefetch(self, ranges: Iterable[tuple[int, int]], gap: int = 0, *, together: bool = False) -> None:
+        """Fetch the ``(offset, length)`` ranges about to be read, those at most ``gap`` apart in one request
+        (``together``: all in one request where the server can, see RemoteFile.prefetch)."""
         if not self.closed:
-            self.remote.prefetch(ranges, gap)
+            self.remote.prefetch(ranges, gap, together=together)
 
     def close(self) -> None:
         """Mark closed; a RemoteFile this source opened itself drops its cache."""

@@ -9,11 +9,13 @@ connect, read and whole-request timeouts apply.
 from __future__ import annotations
 
 import errno
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, NamedTuple
 from urllib.parse import urljoin, urlsplit
 
 from .._optional import require
 from ..errors import RemoteError
+from . import _byteranges as byteranges
 from ._settings import TransportSettings
 from ._transports import (
     _AsyncTransport,
@@ -27,6 +29,14 @@ from ._transports import (
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _MAX_REDIRECTS = 5
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+class _Parts(NamedTuple):
+    """What one several-range GET answered: ``(first byte, bytes)`` parts, the object's size and ETag."""
+
+    parts: list[tuple[int, memoryview]]
+    size: int
+    etag: str | None
 
 
 def _origin(url: str) -> tuple[str, str, int | None]:
@@ -60,11 +70,21 @@ class _HTTPTransport(_AsyncTransport):
         return target
 
     async def _get(self, start: int, stop: int) -> _Response:
+        return await self._send(f"bytes={start}-{stop - 1}", lambda response: self._answer(response, start, stop))
+
+    def get_ranges(self, spans: Sequence[tuple[int, int]]) -> _Parts | None:
+        """Several ``(start, stop)`` spans in one GET (``multipart/byteranges``); None when the server answers
+        with the whole object instead (it was not read: the connection is dropped)."""
+        return require("fsspec.asyn", "reading URLs").sync(
+            self.fs.loop, self._send, byteranges.range_header(spans), lambda response: self._parts(response, spans))
+
+    async def _send(self, wanted: str, answer: Callable[[Any], Awaitable[Any]]) -> Any:
+        """``answer(response)`` of a GET of the byte ranges ``wanted``, redirects followed on the origin."""
         aiohttp = require("aiohttp", "reading http(s) URLs")
         options = dict(self.fs.kwargs)
         options.pop("allow_redirects", None)  # redirects are followed here, origin checked
         headers = dict(options.pop("headers", None) or {})
-        headers["Range"] = f"bytes={start}-{stop - 1}"
+        headers["Range"] = wanted
         headers["Accept-Encoding"] = "identity"
         url = self.fs.encode_url(self.url)
         try:
@@ -75,11 +95,39 @@ class _HTTPTransport(_AsyncTransport):
                     if response.status in _REDIRECTS:
                         url = self._follow(url, response.headers.get("Location"))
                         continue
-                    return await self._answer(response, start, stop)
+                    return await answer(response)
         except (aiohttp.ClientError, TimeoutError) as error:
             kind = "timed out" if isinstance(error, TimeoutError) else f"{type(error).__name__}: {error}"
             raise RemoteError(f"{self.url}: cannot read ({kind})") from None
         raise RemoteError(f"{self.url}: more than {_MAX_REDIRECTS} redirects")
+
+    async def _parts(self, response: Any, spans: Sequence[tuple[int, int]]) -> _Parts | None:
+        """The parts of an answer to a several-range GET: a multipart body, or one part where the server
+        joined the ranges into one; None for a 200 (the server ignores several ranges)."""
+        status, reply = response.status, response.headers
+        if status == 404:
+            raise FileNotFoundError(errno.ENOENT, "no such object (HTTP 404)", self.url)
+        if status != 206:
+            if status >= 400 and status != 416:
+                raise RemoteError(f"{self.url}: HTTP {status} {response.reason}")
+            response.close()  # a whole object (or nothing) where ranges were asked: never read it
+            return None
+        refuse_encoding(self.url, reply.get("Content-Encoding"))
+        limit = byteranges.body_limit(spans)
+        delimiter = byteranges.boundary(reply.get("Content-Type"))
+        if delimiter is None:  # one range: the server joined those asked (or kept only some)
+            answered = content_range(reply.get("Content-Range"))
+            if answered is None or answered[1] + 1 - answered[0] > limit:
+                raise RemoteError(f"{self.url}: a partial answer to {len(spans)} ranges with no valid "
+                                  f"Content-Range or more bytes than asked for")
+            data = await self._read(response, answered[1] + 1 - answered[0], exact=True)
+            return _Parts([(answered[0], memoryview(data))], answered[2], reply.get("ETag"))
+        body = await self._read(response, limit, exact=False)
+        if len(body) == limit:
+            raise RemoteError(f"{self.url}: a multipart/byteranges answer larger than the {limit} bytes that "
+                              f"{len(spans)} ranges can take")
+        parts, size = byteranges.parse_parts(self.url, body, delimiter)
+        return _Parts(parts, size, reply.get("ETag"))
 
     async def _answer(self, response: Any, start: int, stop: int) -> _Response:
         """The bytes of one response, never more than asked for."""

@@ -502,6 +502,10 @@ class BloscpackFile(EntryLines, ReaderBase):
                                                expected=bytes(digest), found=computed)
         return position, header, compressed
 
+    def compressed_chunk(self, index: int) -> memoryview:
+        """Chunk ``index``'s Blosc frame as stored, its digest verified: what a migration copies unchanged."""
+        return self._compressed(index)[2]
+
     def _decode_into(self, index: int, address: int) -> None:
         """Verify chunk ``index`` and decompress it to ``address`` (room for its nbytes is the caller's job)."""
         position, header, compressed = self._compressed(index)
