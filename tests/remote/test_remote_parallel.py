@@ -20,8 +20,9 @@ PART = 256 << 10
 
 @pytest.fixture
 def slow_server(http_server):
-    """The range server, each GET held 50 ms so that concurrent ones overlap."""
-    http_server.delay = 0.05
+    """The range server, each GET held 250 ms so that concurrent ones overlap (50 ms was not always enough
+    for a loaded machine to start the third of three concurrent GETs)."""
+    http_server.delay = 0.25
     yield http_server
     http_server.delay = 0.0
 
