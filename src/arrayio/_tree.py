@@ -103,6 +103,10 @@ class Array:
     the way the format checks them (a digest); without it a view reads the
     ChunkRef's range of the file itself. ``why_computed`` says, for the views
     that list what they leave out, why chunks without a reference have none.
+    ``read_rows(low, high)``, where given: rows ``low..high`` of the first axis
+    (every other axis whole, so only for a grid of one chunk across them) in
+    one call, the chunks' bytes fetched together and decoded straight into
+    one array: how a view reads a run of chunks as one task.
     """
 
     shape: tuple[int, ...]
@@ -118,6 +122,7 @@ class Array:
     release: Callable[[Coords], None] | None = None
     stored: Callable[[Coords], Any] | None = None
     why_computed: str = "its values are made from the file's bytes, not stored as a byte range a codec decodes"
+    read_rows: Callable[[int, int], np.ndarray] | None = None
 
     def __post_init__(self) -> None:
         self.dtype = np.dtype(object) if self.strings else np.dtype(self.dtype)

@@ -177,23 +177,29 @@ def _raw_rows(array: Array) -> tuple[int, np.dtype] | None:
 
 def _read_chunks(location: str, options: dict, size: int | None, etag: str | None, path: str, per_block: int,
                  block_id: Any = None) -> np.ndarray:
-    """Model chunks of one block (``per_block`` of them along the first axis), read where the task runs."""
+    """Model chunks of one block (``per_block`` of them along the first axis), read where the task runs: in one
+    call (one fetch, decoded into one array) where the array reads runs of rows, else chunk by chunk."""
     array = _open_files.array(location, options, size, etag, path)
     block = tuple(block_id or ())
     if not array.shape:
         return np.asarray(array.read(()), dtype=array.dtype)
     first = block[0] * per_block
+    if array.read_rows is not None and all(count == 1 for count in array.grid[1:]):
+        low = first * array.chunks[0]
+        return np.asarray(array.read_rows(low, min(array.shape[0], low + per_block * array.chunks[0])),
+                          dtype=array.dtype)
     parts = [array.read((index, *block[1:])) for index in range(first, min(first + per_block, array.grid[0]))]
     joined = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
     return np.asarray(joined, dtype=array.dtype)
 
 
-def _model_array(array: Array, path: str, location: tuple, name: str) -> Any:
-    """One dask chunk per model chunk; runs of chunks along the first axis when there would be over MAX_BLOCKS."""
+def _model_array(array: Array, path: str, location: tuple, name: str, block_bytes: int) -> Any:
+    """Runs of model chunks along the first axis, as many as fit ``block_bytes`` (at least one; more when there
+    would be over MAX_BLOCKS blocks): a task per chunk of 1 MiB would cost dask more than the read."""
     require("dask.array", "arrayio.dask")
     import dask.array
 
-    per_block = max(1, -(-array.nchunks // MAX_BLOCKS))
+    per_block = max(1, -(-array.nchunks // MAX_BLOCKS), block_bytes // max(1, array.chunk_nbytes))
     meta = np.empty((0,) * len(array.shape), dtype=array.dtype)
     if not array.shape:
         return dask.array.map_blocks(_read_chunks, *location, path, 1, chunks=(), dtype=array.dtype, name=name,
@@ -209,10 +215,10 @@ def _model_array(array: Array, path: str, location: tuple, name: str) -> Any:
 
 
 def _dask_array(array: Array, path: str, location: tuple, block_bytes: int) -> Any:
-    name = f"arrayio-{_token(location, path, array.shape, str(array.dtype))}"
+    name = f"arrayio-{_token(location, path, array.shape, str(array.dtype), block_bytes)}"
     raw = _raw_rows(array)
     if raw is None:
-        return _model_array(array, path, location, name)
+        return _model_array(array, path, location, name, block_bytes)
     offset, dtype = raw
     trailing = tuple(array.shape[1:])
     row_items = math.prod(trailing)
@@ -225,9 +231,11 @@ def to_dask(target: Any, key: str | None = None, storage_options: dict | None = 
     """A ``dask.array`` over one array of a file: its only one, or the one named ``key`` (tree path or key).
 
     An array that is raw rows of the file is read in row blocks of at most
-    ``block_bytes``, one byte range each; any other gets one dask chunk per
-    chunk of its format's model (a Blosc chunk, a frame), or runs of them when
-    the file has so many chunks that the graph would pass ``MAX_BLOCKS``.
+    ``block_bytes``, one byte range each; any other in runs of its format's
+    model chunks (Blosc chunks, frames) along the first axis, as many as fit
+    ``block_bytes`` (at least one; more when the graph would pass
+    ``MAX_BLOCKS``), each run one task: fetched in one request and decoded
+    into one array where the model reads runs of rows.
     """
     resolved = resolve(target, storage_options)
     location = location_of(resolved)

@@ -70,7 +70,7 @@ def test_to_dask_of_very_many_chunks_runs_blocks_of_chunks(tmp_path, monkeypatch
     values = np.arange(4000, dtype=np.float64)
     blp.pack_ndarray_to_file(values, path, chunk_size=16)  # 2000 chunks of two values
     monkeypatch.setattr(arrayio_dask, "MAX_BLOCKS", 100)
-    array = arrayio_dask.to_dask(path)
+    array = arrayio_dask.to_dask(path, block_bytes=1)  # runs by block size alone would be one block here
     assert array.numblocks == (100,) and array.chunks[0] == (40,) * 100
     assert float(array.sum().compute(scheduler="sync")) == float(values.sum())
     assert np.array_equal(array[1234:1301].compute(scheduler="sync"), values[1234:1301])

@@ -17,9 +17,10 @@ def test_a_dask_graph_over_graph_tasks_is_refused(tmp_path: Path):
 
     path = tmp_path / "many.blp"
     blp.pack_ndarray_to_file(np.arange(5000, dtype=np.int64), path, chunk_size=400)  # 100 chunks
-    assert int(to_dask(path).sum().compute()) == sum(range(5000))
+    # block_bytes=1: a task per chunk (runs of chunks up to the default block size would be one task here)
+    assert int(to_dask(path, block_bytes=1).sum().compute()) == sum(range(5000))
     with limits.raised(graph_tasks=99), pytest.raises(LimitError, match=r"graph_tasks = 99 tasks"):
-        to_dask(path)
+        to_dask(path, block_bytes=1)
 
 
 def test_a_reference_set_over_references_is_refused(tmp_path: Path):

@@ -14,6 +14,7 @@ import os
 import queue
 import re
 import shutil
+import socket
 import subprocess
 import threading
 import time
@@ -70,11 +71,17 @@ class QuietHandler(BaseHTTPRequestHandler):
         pass
 
 
+class _Listener(ThreadingHTTPServer):
+    # A backlog of 5 (the default) drops the SYNs of a burst of concurrent connections: each then waits
+    # out a 1 s retransmission.
+    request_queue_size = 128
+
+
 class LoopbackServer:
     """A threading HTTP server of one handler class on 127.0.0.1 and a free port, run on a daemon thread."""
 
     def _serve(self, handler: type[BaseHTTPRequestHandler]) -> None:
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.httpd = _Listener(("127.0.0.1", 0), handler)
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05},
                                        daemon=True)
@@ -155,12 +162,7 @@ class RangeServer(LoopbackServer):
                     server.counts.add(self.path, len(data))
                     self._reply(200, data, {"ETag": etag})
                     return
-                first, last = match.groups()
-                if first == "":
-                    start, stop = max(0, len(data) - int(last)), len(data)
-                else:
-                    start = int(first)
-                    stop = min(len(data), int(last) + 1) if last else len(data)
+                start, stop = _range_of(match, len(data))
                 if start >= len(data) or stop <= start:
                     server.counts.add(self.path, 0)
                     self._reply(416, b"", {"Content-Range": f"bytes */{len(data)}", "ETag": etag})
@@ -216,6 +218,94 @@ class RangeServer(LoopbackServer):
         self.etags[f"/{name}"] = _etag(data)
         self.objects[f"/{name}"] = data if not isinstance(data, (bytearray, memoryview)) else bytes(data)
         return f"{self.url}/{name}"
+
+
+class FileServer(LoopbackServer):
+    """Files on disk served at /NAME, fast enough that clients, not the server, set the pace on loopback: a
+    ranged GET is answered with ``os.sendfile`` (the kernel hands the page cache to the socket; no copy in
+    Python), one thread per kept-alive connection, TCP_NODELAY and 4 MiB send buffers. GET with one byte
+    range, HEAD, ETag (size and mtime), 404, 416. Counts requests and the body bytes actually sent, per path.
+    ``GET /_counts`` answers "requests bytes" since the previous one and resets them (itself not counted), for a
+    server in another process (benchmarks/remote.py)."""
+
+    SEND_BUFFER = 4 << 20
+    COUNTS_PATH = "/_counts"
+
+    def __init__(self, paths: list[str | os.PathLike]) -> None:
+        self.files = {f"/{os.path.basename(path)}": os.fspath(path) for path in paths}
+        self.counts = Counts()
+        server = self
+
+        class Handler(QuietHandler):
+            def setup(self) -> None:
+                super().setup()
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, server.SEND_BUFFER)
+
+            def do_HEAD(self) -> None:
+                self._answer(head=True)
+
+            def do_GET(self) -> None:
+                self._answer(head=False)
+
+            def _answer(self, head: bool) -> None:
+                path = self.path.split("?")[0]
+                if path == server.COUNTS_PATH:
+                    body = "{} {}".format(*server.counts.total()).encode()
+                    server.counts.reset()
+                    self._headers(200, {"Content-Length": str(len(body))})
+                    self.wfile.write(body)
+                    return
+                found = server.files.get(path)
+                if found is None:
+                    server.counts.add(path, 0)
+                    self._headers(404, {"Content-Length": "0"})
+                    return
+                stat = os.stat(found)
+                size = stat.st_size
+                etag = f'"{size:x}-{stat.st_mtime_ns:x}"'
+                match = _RANGE.match(self.headers.get("Range") or "")
+                start, stop, status = 0, size, 200
+                headers = {"Content-Length": str(size), "ETag": etag}
+                if match is not None and not head:
+                    start, stop = _range_of(match, size)
+                    if start >= size or stop <= start:
+                        server.counts.add(path, 0)
+                        self._headers(416, {"Content-Range": f"bytes */{size}", "ETag": etag, "Content-Length": "0"})
+                        return
+                    status = 206
+                    headers = {"Content-Range": f"bytes {start}-{stop - 1}/{size}", "ETag": etag,
+                               "Content-Length": str(stop - start)}
+                self._headers(status, headers)
+                sent = 0
+                try:
+                    if not head:
+                        with open(found, "rb") as handle:
+                            while sent < stop - start:
+                                count = os.sendfile(self.connection.fileno(), handle.fileno(), start + sent,
+                                                    stop - start - sent)
+                                if count == 0:
+                                    break
+                                sent += count
+                finally:  # what went out, also when the client hung up early
+                    server.counts.add(path, sent)
+
+            def _headers(self, status: int, headers: dict[str, str]) -> None:
+                self.send_response(status)
+                for key, value in headers.items():
+                    self.send_header(key, value)
+                self.end_headers()
+
+        self._serve(Handler)
+
+
+def _range_of(match: re.Match, size: int) -> tuple[int, int]:
+    """(start, stop) that a ``bytes=first-last`` header asks of an object of ``size`` bytes (a suffix when
+    first is empty); start >= size or stop <= start when it cannot be satisfied."""
+    first, last = match.groups()
+    if first == "":
+        return max(0, size - int(last)), size
+    return int(first), (min(size, int(last) + 1) if last else size)
+
 
 def _etag(data: bytes) -> str:
     return '"' + hashlib.md5(data).hexdigest() + '"'

@@ -5,20 +5,24 @@ number of GETs in flight at once are the server's own."""
 
 from __future__ import annotations
 
+import http.client
+
 import numpy as np
 import pytest
 
 import arrayio
 from arrayio import bloscpack, kastore
 from arrayio._remote import fetch_ranges
+from remote_servers import FileServer
 
 PART = 256 << 10
 
 
 @pytest.fixture
 def slow_server(http_server):
-    """The range server, each GET held 50 ms so that concurrent ones overlap."""
-    http_server.delay = 0.05
+    """The range server, each GET held 250 ms so that concurrent ones overlap (50 ms was not always enough
+    for a loaded machine to start the third of three concurrent GETs)."""
+    http_server.delay = 0.25
     yield http_server
     http_server.delay = 0.0
 
@@ -102,6 +106,49 @@ def test_a_slice_across_100_chunks_is_fetched_in_windows(http_server, tmp_path):
     assert requests <= windows + 4, (requests, windows)
     assert sent <= 1.05 * span + (64 << 10)
     assert remote._cache.held <= 1 << 20
+
+
+@pytest.fixture
+def file_server(tmp_path):
+    """The sendfile server (what benchmarks/remote.py measures against) over one 3 MiB file of random bytes."""
+    path = tmp_path / "wire.bin"
+    path.write_bytes(np.random.default_rng(23).integers(0, 255, 3 << 20, dtype=np.uint8).tobytes())
+    server = FileServer([path])
+    server.start()
+    yield server, path
+    server.stop()
+
+
+def test_a_big_read_from_the_sendfile_server_lands_whole_and_counted(file_server, remote_client):
+    server, path = file_server
+    data = path.read_bytes()
+    remote = arrayio.RemoteFile(f"{server.url}/{path.name}", storage_options={"part_bytes": PART, "concurrency": 4})
+    assert remote.client == remote_client
+    view = remote.read(100, len(data) - 100)  # the open's read-ahead holds the first 64 KiB: the rest in parts
+    assert view.readonly and bytes(view) == data[100:]
+    requests, sent = server.counts.total()
+    missing = len(data) - (64 << 10)
+    assert (requests, sent) == (1 + -(-missing // PART), len(data))
+    assert (remote.stats.requests, remote.stats.bytes_fetched) == (requests, sent)
+
+
+@pytest.mark.one_client  # no client of ours: plain http.client
+def test_the_sendfile_server_answers_ranges_like_the_range_server(file_server):
+    server, path = file_server
+    data = path.read_bytes()
+    connection = http.client.HTTPConnection("127.0.0.1", int(server.url.rsplit(":", 1)[1]), timeout=10)
+    answers = []
+    for method, target, wanted in (("GET", path.name, "bytes=-10"), ("GET", path.name, f"bytes={len(data)}-"),
+                                   ("HEAD", path.name, None), ("GET", "missing", None)):
+        connection.request(method, f"/{target}", headers={"Range": wanted} if wanted else {})
+        response = connection.getresponse()
+        answers.append((response.status, response.getheader("Content-Range"), response.read()))
+    assert answers == [(206, f"bytes {len(data) - 10}-{len(data) - 1}/{len(data)}", data[-10:]),
+                       (416, f"bytes */{len(data)}", b""), (200, None, b""), (404, None, b"")]
+    assert server.counts.total() == (4, 10)
+    connection.request("GET", FileServer.COUNTS_PATH)
+    assert connection.getresponse().read() == b"4 10"
+    assert server.counts.total() == (0, 0)
 
 
 def test_read_into_fills_a_callers_buffer_in_concurrent_parts(slow_server, samples, remote_client):

@@ -5,6 +5,9 @@ from __future__ import annotations
 import bisect
 from collections import OrderedDict
 
+# Fetched bytes: a transport's answer, or one buffer that parts of a big read were written into.
+Fetched = bytes | bytearray | memoryview
+
 
 class _BlockCache:
     """Fetched extents (start -> bytes), least recently used dropped first once over ``capacity`` bytes."""
@@ -12,10 +15,10 @@ class _BlockCache:
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self.held = 0
-        self._extents: OrderedDict[int, bytes | bytearray] = OrderedDict()
+        self._extents: OrderedDict[int, Fetched] = OrderedDict()
         self._starts: list[int] = []
 
-    def _containing(self, offset: int) -> tuple[int, bytes | bytearray] | None:
+    def _containing(self, offset: int) -> tuple[int, Fetched] | None:
         index = bisect.bisect_right(self._starts, offset) - 1
         # Extents may overlap, so a few earlier ones can also hold the offset.
         for position in range(index, max(index - 4, -1), -1):
@@ -39,7 +42,7 @@ class _BlockCache:
         """True when one extent holds all of ``[offset, offset + length)``."""
         return self.lookup(offset, length)[1] == length
 
-    def add(self, start: int, data: bytes | bytearray) -> None:
+    def add(self, start: int, data: Fetched) -> None:
         """Keep ``data`` fetched at ``start`` (not when it alone exceeds the capacity)."""
         if len(data) > self.capacity or not data:
             return

@@ -25,7 +25,7 @@ from .._binary import Source
 from .._optional import require
 from ..errors import ErrorKinds, ObjectChangedError, UnsupportedError
 from . import _byteranges as byteranges
-from ._cache import _BlockCache
+from ._cache import Fetched, _BlockCache
 from ._http import _HTTPTransport, _origin
 from ._obstore import forked, obstore_transport
 from ._settings import split_options
@@ -173,7 +173,7 @@ class RemoteFile:
         """The cache's bound in bytes."""
         return self._cache.capacity
 
-    def _request(self, start: int, stop: int, head: bytes = b"") -> bytes | bytearray:
+    def _request(self, start: int, stop: int, head: bytes = b"") -> Fetched:
         """``head`` followed by ``[start, stop)``: one request, or parts of ``part_bytes`` fetched concurrently
         into one buffer (which ``head``, bytes already at hand, starts)."""
         part = self.settings.part_bytes
@@ -182,9 +182,12 @@ class RemoteFile:
             data = bytes(data) if isinstance(data, memoryview) else data  # a view only when given a buffer
             return head + data if head else data
         stop = min(stop, self._size)
-        buffer = bytearray(len(head) + max(0, stop - start))
-        buffer[:len(head)] = head
-        self._fill(start, memoryview(buffer)[len(head):])
+        # Not zeroed (bytearray would memset it, one thread, as long as the fetch of 1 GiB on loopback): every
+        # byte is written by a part, and its pages fault in inside the parts' threads, in parallel.
+        whole = np.empty(len(head) + max(0, stop - start), np.uint8)
+        whole[:len(head)] = np.frombuffer(head, np.uint8)
+        buffer = whole.data  # a memoryview of the array
+        self._fill(start, buffer[len(head):])
         return buffer
 
     def _fill(self, start: int, view: memoryview, concurrency: int | None = None) -> None:
@@ -213,7 +216,7 @@ class RemoteFile:
             raise ValueError(f"{self.url}: bytes {offset}..{offset + len(view)} are not inside its {self.size}")
         self._fill(offset, view, concurrency)
 
-    def _request_one(self, start: int, stop: int, into: memoryview | None = None) -> bytes | bytearray | memoryview:
+    def _request_one(self, start: int, stop: int, into: memoryview | None = None) -> Fetched:
         """One request for ``[start, stop)``, checked against what the object was at open (written into
         ``into``, and returned as it, where the transport can)."""
         with self._lock:
@@ -319,7 +322,7 @@ class RemoteFile:
         apart fetched as one request, the requests sent concurrently (``concurrency`` at a time), nothing cached."""
         spans = _coalesce(ranges, gap)
         size = self.size
-        fetched: dict[int, bytes | bytearray] = {}
+        fetched: dict[int, Fetched] = {}
 
         def fetch(span: tuple[int, int]) -> None:
             start, stop = span
@@ -372,7 +375,7 @@ class RemoteFile:
         _concurrently(fetch, self._fetch_together(pieces) if together else pieces, self.settings.concurrency)
 
     def iter_ranges(self, ranges: Iterable[tuple[int, int]], *, part: int = 8 << 20,
-                    threads: int = 8) -> Iterator[tuple[int, bytes | bytearray]]:
+                    threads: int = 8) -> Iterator[tuple[int, Fetched]]:
         """(offset, bytes) of the ``(offset, length)`` ranges in parts of at most ``part`` bytes, in order,
         fetched ``threads`` parts at a time (at most that many parts in memory); nothing goes through the
         cache, so a whole object can stream through without a second copy or a temporary file."""

@@ -61,14 +61,18 @@ def tree(reader: BloscpackFile) -> Group:
         low = coords[axis] * step
         return low, min(low + step, shape[axis])
 
-    def read(coords: tuple[int, ...]) -> np.ndarray:
-        low, high = span(coords)
+    def rows(low: int, high: int) -> np.ndarray:
+        """Indices ``low..high`` of ``axis``: the Blosc chunks they touch fetched in one request, decoded into one
+        array."""
         region = list(shape)
         if shape:
             region[axis] = high - low
         out = np.empty(math.prod(region) * reader.dtype.itemsize, dtype=np.uint8)
         reader._read_bytes(low * slab, high * slab, out)
         return out.view(reader.dtype).reshape(region, order="F" if fortran else "C")
+
+    def read(coords: tuple[int, ...]) -> np.ndarray:
+        return rows(*span(coords))
 
     def reference(coords: tuple[int, ...]) -> ChunkRef | None:
         index = coords[0]
@@ -99,5 +103,6 @@ def tree(reader: BloscpackFile) -> Group:
                   stored=stored if referencable else None, release=release,
                   why_computed="the short last Blosc chunk decodes to less than a chunk" if referencable else
                   "its Blosc chunks are not whole chunks of rows (a chunk size that is not a multiple of the row "
-                  "size, or Fortran order): a chunk needs bytes of two Blosc chunks")
+                  "size, or Fortran order): a chunk needs bytes of two Blosc chunks",
+                  read_rows=None if fortran or not shape else rows)
     return Group({"arrayio_format": reader.format}, {"array": array})
