@@ -27,6 +27,7 @@ from ._remote import (
     _fsspec_file,
     _open_file,
 )
+from ._remote._settings import split_options
 from .errors import ErrorKinds, RemoteError, UnsupportedError
 
 __all__ = [
@@ -100,7 +101,8 @@ def expand_url_pattern(pattern: str, storage_options: dict | None = None) -> lis
         raise UnsupportedError(f"{pattern}: HTTP(S) servers cannot be listed, so a glob over them cannot be "
                                f"expanded; give the URLs one by one")
     fsspec = require("fsspec", "a URL glob")
-    fs, path = fsspec.core.url_to_fs(pattern, **(storage_options or {}))
+    _settings, backend_options = split_options(storage_options)  # arrayio's own keys are not s3fs's
+    fs, path = fsspec.core.url_to_fs(pattern, **backend_options)
     chain, target = _chain_and_target(pattern)
     # The pattern's own scheme, not the filesystem's first name (adlfs would turn az:// into abfs://).
     scheme = target.partition("://")[0]

@@ -79,6 +79,17 @@ def test_object_store_glob_with_storage_options(object_store, shard_bytes):
         FrameDataset(f"{object_store.root}/shards/absent-*.kdb", storage_options=options)
 
 
+def test_a_glob_takes_arrayio_transport_options_beside_the_backend_ones(s3_put, s3_options, shard_bytes,
+                                                                      remote_client):
+    # "client", "concurrency" and "part_bytes" are arrayio's: the listing must not hand them to s3fs.
+    for number in range(3):
+        s3_put(f"ours/part-{number}.kdb", shard_bytes[number])
+    pattern = f"s3://{BUCKET}/ours/part-*.kdb"
+    options = {**s3_options, "client": remote_client, "concurrency": 2, "part_bytes": 1 << 20}
+    assert resolve_sources(pattern, options) == [f"s3://{BUCKET}/ours/part-{number}.kdb" for number in range(3)]
+    _assert_shards_in_order(FrameDataset(pattern, image_format="uint8", storage_options=options))
+
+
 def test_a_list_mixing_local_paths_and_a_remote_glob(s3_put, s3_options, shard_bytes, tmp_path):
     # storage_options go to the remote shards only: a local path given them would be refused.
     local = tmp_path / "first.kdb"
