@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,11 @@ from hypothesis import HealthCheck, settings
 # derandomize: the examples follow from each test's name, so a failure reproduces on every run and machine.
 settings.register_profile("arrayio", deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
 settings.load_profile("arrayio")
+
+# A shell starts background jobs with SIGINT ignored, and an ignored signal stays ignored across exec: the
+# CLI children of the Ctrl-C tests would then never see their SIGINT. Children get the default back.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
