@@ -151,6 +151,19 @@ def test_workers_decode_uint8_and_the_device_makes_floats(shards):
     assert batch["image.front"].dtype == torch.float32 and torch.equal(batch["image.front"], want)
 
 
+def test_a_copying_device_lets_workers_reuse_the_blocks_of_batches_it_has_copied(shards):
+    # No host batch leaves a loader that copies into page-locked buffers, so its workers decode into the shared
+    # blocks of batches already copied; every batch stays equal to the CPU decode. On the CPU device batches
+    # are handed to the consumer as they are: the dataset's own choice stands.
+    dataset = FrameDataset(shards)
+    loader = GpuLoader(dataset, batch_size=3, num_workers=2, device=FakeDevice(), decode="cpu", prefetch=1)
+    assert loader.dataset.reuse_shared_memory and not dataset.reuse_shared_memory
+    for number, batch in enumerate(loader):
+        items = list(range(number * 3, min(len(dataset), number * 3 + 3)))
+        assert torch.equal(batch["image.front"], reference(dataset, items)["image.front"]), number
+    assert not GpuLoader(dataset, batch_size=3, device="cpu", decode="cpu").dataset.reuse_shared_memory
+
+
 def test_stopping_early_ends_the_staging_thread(shards):
     loader = GpuLoader(FrameDataset(shards), batch_size=2, device=FakeDevice(1e9), decode="gpu", prefetch=1)
     for _ in loader:

@@ -125,7 +125,8 @@ class FrameDataset(Dataset):
     view and array of their batch gone) instead of fresh ones, whose page
     faults cost more than the JPEG decode of 224x224 float images. Do not hand
     such batches on to another process: the block is reused once this one
-    lets go of it.
+    lets go of it. ``GpuLoader`` on a CUDA device turns it on for its own
+    copy of the dataset, since no host batch leaves it.
     """
 
     def __init__(self, source: Any, cameras: Sequence[str] | None = None, history: int = 0, horizon: int = 1, *,
@@ -171,12 +172,16 @@ class FrameDataset(Dataset):
         """{"state": size, "action": size} of the first episode (a batch of one dataset has one size)."""
         return self.shards.dims
 
-    def with_decode(self, decode: str, image_format: str | None = None) -> FrameDataset:
-        """A copy of this dataset (sharing its tables) that decodes as ``decode`` (into ``image_format``)."""
+    def with_decode(self, decode: str, image_format: str | None = None, *,
+                    reuse_shared_memory: bool | None = None) -> FrameDataset:
+        """A copy of this dataset (sharing its tables) that decodes as ``decode`` (into ``image_format``, reusing
+        shared memory as ``reuse_shared_memory`` says where given)."""
         if decode not in DECODE_MODES:
             raise ValueError(f"kdb: decode must be one of {DECODE_MODES}, got {decode!r}")
         copy = _copy.copy(self)
         copy.decode = decode
+        if reuse_shared_memory is not None:
+            copy.reuse_shared_memory = bool(reuse_shared_memory)
         if image_format is not None:
             check_image_format(image_format)
             copy.image_format = image_format

@@ -394,7 +394,10 @@ class GpuLoader:
         self.decode = self.choice.mode
         # Pixels cross to a device as uint8 (a quarter of float32's bytes) and become floats there.
         worker_format = "uint8" if self.ops.copies else image_format
-        self.dataset = dataset.with_decode("none" if self.decode == "gpu" else "cpu", image_format=worker_format)
+        # Where batches are copied into page-locked buffers, no host batch leaves the loader: the workers may
+        # decode into the shared blocks of batches already copied (FrameDataset's reuse_shared_memory).
+        self.dataset = dataset.with_decode("none" if self.decode == "gpu" else "cpu", image_format=worker_format,
+                                           reuse_shared_memory=True if self.ops.copies else None)
         LOG.info("GpuLoader on %s with %d worker(s): %s", self.device, self.num_workers, self.choice)
         self.loader = DataLoader(self.dataset, batch_size=batch_size, num_workers=num_workers, collate_fn=collate,
                                  **loader_options)

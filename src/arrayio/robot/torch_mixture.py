@@ -66,11 +66,12 @@ class MixtureDataset(Dataset):
         self._one_kind: bool | None = None
         self.pad_to = _padded_dims(self.datasets) if pad_dims else None
 
-    def with_decode(self, decode: str, image_format: str | None = None) -> MixtureDataset:
+    def with_decode(self, decode: str, image_format: str | None = None, *,
+                    reuse_shared_memory: bool | None = None) -> MixtureDataset:
         """A copy of this mixture whose datasets decode as ``decode`` (those that have the option)."""
         copy = _copy.copy(self)
-        copy.datasets = [dataset.with_decode(decode, image_format) if hasattr(dataset, "with_decode") else dataset
-                         for dataset in self.datasets]
+        copy.datasets = [dataset.with_decode(decode, image_format, reuse_shared_memory=reuse_shared_memory)
+                         if hasattr(dataset, "with_decode") else dataset for dataset in self.datasets]
         copy._one_kind = None
         return copy
 
