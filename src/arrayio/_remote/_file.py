@@ -278,7 +278,7 @@ class RemoteFile:
             batch = pieces[first:first + byteranges.MAX_RANGES]
             with self._lock:
                 self.stats.requests += 1
-            answer = transport.get_ranges(batch) if origin not in _SINGLE_RANGE_ORIGINS else None
+            answer = transport.get_ranges(batch)
             if answer is None:  # the server sends whole objects to several ranges: ask one range a request
                 _SINGLE_RANGE_ORIGINS.add(origin)
                 return missing + pieces[first:]

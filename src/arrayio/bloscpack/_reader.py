@@ -387,7 +387,8 @@ class BloscpackFile(EntryLines, ReaderBase):
         return position, header, compressed
 
     def compressed_chunk(self, index: int) -> memoryview:
-        """Chunk ``index``'s Blosc frame as stored, its digest verified: what a migration copies unchanged."""
+        """Chunk ``index``'s Blosc frame as stored, its digest verified: what a migration copies unchanged and
+        a zarr store serves for zarr's Blosc codec."""
         return self._compressed(index)[2]
 
     def _decode_into(self, index: int, address: int) -> None:

@@ -81,7 +81,7 @@ def tree(reader: BloscpackFile) -> Group:
         return ChunkRef(*reader.chunk_span(index))
 
     def stored(coords: tuple[int, ...]) -> Any:
-        return reader._compressed(coords[0])[2]  # the stored frame, its digest verified
+        return reader.compressed_chunk(coords[0])
 
     def release(coords: tuple[int, ...]) -> None:
         low, high = span(coords)

@@ -168,7 +168,7 @@ class ShardSet:
             by_shard.setdefault(shard, []).append(position)
         files = [self.file(shard) for shard in by_shard]  # opened here, in order
         if len(files) == 1:
-            files[0].prefetch_episodes(by_shard[next(iter(by_shard))], images=images)
+            files[0].prefetch_episodes(*by_shard.values(), images=images)
             return
         pool = _fetch_pool()
         list(pool.map(lambda kdb, positions: kdb.prefetch_episodes(positions, images=images), files,
