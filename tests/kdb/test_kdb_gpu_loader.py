@@ -10,11 +10,12 @@ import time
 
 import numpy as np
 import pytest
+from kdb_cases import write_sample
 from test_kdb_training import _cuda_and_torchvision, write_shard
 
 torch = pytest.importorskip("torch")
 
-from arrayio.robot.torch import FrameDataset, collate, decode_batch  # noqa: E402
+from arrayio.robot.torch import FrameDataset, collate, plan_decode  # noqa: E402
 from arrayio.robot.torch_loader import GpuLoader, choose_decode, nvjpeg_images_per_second  # noqa: E402
 
 
@@ -72,14 +73,19 @@ class FakeDevice:
         self.allocations += 1
         return torch.empty(nbytes, dtype=torch.uint8)
 
-    def decode(self, batch, image_format):
-        assert getattr(self.local, "side", False)  # decode is issued on the side stream
-        out = decode_batch(batch, "cpu", image_format=image_format)
-        with self.decoded:
-            self.decodes += 1
-            self.log.append(("decode", self.decodes - 1, threading.current_thread().name))
-            self.decoded.notify_all()
-        return out
+    def plan(self, batch, image_format):
+        self.log.append(("plan", len(batch["index"]), threading.current_thread().name))
+        checked = plan_decode(batch, "cpu", image_format=image_format)
+
+        def decode():
+            assert getattr(self.local, "side", False)  # decode is issued on the side stream
+            out = checked()
+            with self.decoded:
+                self.decodes += 1
+                self.log.append(("decode", self.decodes - 1, threading.current_thread().name))
+                self.decoded.notify_all()
+            return out
+        return decode
 
     def hand_over(self, batch):
         self.log.append(("hand_over", len(batch["index"])))
@@ -130,15 +136,17 @@ def test_the_next_batch_is_decoded_on_the_side_stream_while_the_consumer_holds_t
     records = [entry for entry in device.log if entry[0] == "record"]
     assert len(records) == count and all(side for _, _, side in records)  # recorded on the side stream
     decoders = {entry[2] for entry in device.log if entry[0] == "decode"}
-    assert decoders == {"arrayio-gpu-loader"}  # decode issued from the staging thread, not the consumer's
+    assert decoders == {"arrayio-gpu-loader"}  # decode issued from the issuing thread, not the consumer's
+    planners = {entry[2] for entry in device.log if entry[0] == "plan"}
+    assert planners == {"arrayio-gpu-loader-stage"}  # the checks of the next batch run beside the decode
     assert len([entry for entry in device.log if entry[0] == "hand_over"]) == count
-    # Page-locked buffers: one set per slot (prefetch + 1), reused; a slot waits for its last copies first.
+    # Page-locked buffers: one set per slot (3), reused; a slot waits for its last copies first.
     keys = len(loader.dataset.__getitems__([0]).batch)
-    assert device.allocations <= 2 * keys and count > 2
+    assert device.allocations <= 3 * keys and count > 3
     assert ("synchronize", 0) in device.log
     stats = loader.stats
     assert stats.batches == count and stats.host_s > 0 and stats.pinned_bytes > 0
-    assert set(stats.per_batch()) == {"fetch_s", "host_s", "wait_s"}
+    assert set(stats.per_batch()) == {"fetch_s", "host_s", "issue_s", "wait_s"} and stats.issue_s > 0
 
 
 def test_workers_decode_uint8_and_the_device_makes_floats(shards):
@@ -169,7 +177,7 @@ def test_stopping_early_ends_the_staging_thread(shards):
     for _ in loader:
         break
     time.sleep(0.1)
-    assert not [thread for thread in threading.enumerate() if thread.name == "arrayio-gpu-loader"]
+    assert not [thread for thread in threading.enumerate() if thread.name.startswith("arrayio-gpu-loader")]
 
 
 def test_errors_of_the_staging_thread_reach_the_consumer(tmp_path):
@@ -182,7 +190,7 @@ def test_errors_of_the_staging_thread_reach_the_consumer(tmp_path):
 
 def test_auto_rule_follows_the_issue_table():
     """16 cores, batch 256, 2 cameras: 15 workers decode 96 px faster than nvJPEG; at 224 px the GPU wins,
-    even where one core decodes fast: the workers' pixels reach the main process at about 1.5 GB/s."""
+    even where one core decodes fast: the workers' pixels reach the main process at about 3 GB/s."""
     one_core = {96: 1 / 10_000, 224: 1 / 2_500}  # frames/s of one core of this machine (benchmarks/kdb.py)
     for pixels, want in ((96, "cpu"), (224, "gpu")):
         choice = choose_decode(cpu_frame_s=one_core[pixels], packed_frame_s=1 / 20_000,
@@ -229,3 +237,35 @@ def test_on_cuda_the_loader_matches_the_cpu_decode(shards):
             want = reference(dataset, items)["image.front"]
             assert float((batch["image.front"].cpu() - want).abs().mean()) < 2 / 255  # nvJPEG rounds otherwise
         assert loader.stats.batches == len(loader) and loader.stats.pinned_bytes > 0
+
+
+def test_every_camera_of_a_batch_decodes_in_one_call_and_keeps_its_shape(tmp_path):
+    # Two cameras, one of them windowed by delta_timestamps: one nvJPEG call serves both on CUDA, and each
+    # camera gets its own images back in its own shape, equal to the CPU decode.
+    path = write_sample(tmp_path / "two.kdb")
+    deltas = {"image.wrist": [-0.2, 0.0]}
+    items = [0, 3, 5, 7, 12]
+    packed = collate(FrameDataset(path, decode="none", delta_timestamps=deltas).__getitems__(items))
+    want = collate(FrameDataset(path, delta_timestamps=deltas, image_format="float").__getitems__(items))
+    devices = ["cpu"] + (["cuda"] if _cuda_and_torchvision() is None else [])
+    for device in devices:
+        got = plan_decode(packed, device, image_format="float")()
+        for camera, shape in (("image.front", (5, 3, 16, 20)), ("image.wrist", (5, 2, 3, 16, 20))):
+            assert tuple(got[camera].shape) == shape and got[camera].device.type == device
+            difference = float((got[camera].cpu() - want[camera]).abs().mean())
+            assert difference < (2 / 255 if device == "cuda" else 1e-7), (device, camera, difference)
+
+
+def test_the_switch_interval_is_short_while_batches_are_issued_and_restored_after(shards):
+    import sys
+
+    before = sys.getswitchinterval()
+    loader = GpuLoader(FrameDataset(shards), batch_size=4, device=FakeDevice(1e9), decode="gpu")
+    during = [sys.getswitchinterval() for _ in loader]
+    assert during and all(abs(value - loader.switch_interval_s) < 1e-6 for value in during)
+    assert sys.getswitchinterval() == before
+    for _ in loader:  # stopped early: restored as well
+        break
+    assert sys.getswitchinterval() == before
+    kept = GpuLoader(FrameDataset(shards), batch_size=4, device="cpu", decode="cpu", switch_interval_s=None)
+    assert all(sys.getswitchinterval() == before for _ in kept)

@@ -26,8 +26,9 @@ the files itself the first time it reads (a map is never shared across processes
 from __future__ import annotations
 
 import copy as _copy
+import functools
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,7 +72,7 @@ from .torch_batch import (
 )
 from .torch_mixture import MixtureDataset
 
-__all__ = ["EpisodeDataset", "FrameDataset", "MixtureDataset", "collate", "decode_batch"]
+__all__ = ["EpisodeDataset", "FrameDataset", "MixtureDataset", "collate", "decode_batch", "plan_decode"]
 
 DECODE_MODES = ("auto", "cpu", "none", "cuda")
 LOW_DIM_FIELDS = ("state", "action", "reward", "terminal")
@@ -543,6 +544,13 @@ def decode_batch(batch: Mapping[str, Any], device: Any = "cpu", *, image_format:
     the CPU instead (and keeps everything on the CPU when there is no CUDA).
     ``image_format="float"`` gives float32 in [0, 1].
     """
+    return plan_decode(batch, device, image_format=image_format, fallback=fallback, non_blocking=non_blocking)()
+
+
+def plan_decode(batch: Mapping[str, Any], device: Any = "cpu", *, image_format: str = "uint8",
+                fallback: bool = False, non_blocking: bool = True) -> Callable[[], dict[str, Any]]:
+    """:func:`decode_batch` in two steps: the checks and slicing on the host now, the decode and copies when
+    the returned function is called (a loader checks batch n + 1 while nvJPEG decodes batch n)."""
     check_image_format(image_format)
     target = torch.device(device)
     if target.type == "cuda" and not torch.cuda.is_available():
@@ -555,21 +563,51 @@ def decode_batch(batch: Mapping[str, Any], device: Any = "cpu", *, image_format:
         raise ValueError("kdb: this batch holds lists of image bytes: build the DataLoader with "
                          "collate_fn=arrayio.robot.torch.collate to get them packed")
     hidden = {camera + part for camera in cameras for part in PACKED_PARTS}
-    out: dict[str, Any] = {}
+    steps: dict[str, Callable[[], Any]] = {}
+    nvjpeg = _NvjpegCall(target)
     for key, value in batch.items():
         if key in hidden:
             continue
         if key in cameras:
-            out[key] = _decode_camera(batch, key, target, image_format, fallback)
+            steps[key] = _plan_camera(batch, key, target, image_format, fallback, nvjpeg)
         elif isinstance(value, torch.Tensor):
-            out[key] = value.to(target, non_blocking=non_blocking)
+            steps[key] = functools.partial(value.to, target, non_blocking=non_blocking)
         else:
-            out[key] = value
-    return out
+            steps[key] = functools.partial(_same, value)
+    return lambda: {key: step() for key, step in steps.items()}
 
 
-def _decode_camera(batch: Mapping[str, Any], key: str, device: torch.device, image_format: str,
-                   fallback: bool) -> torch.Tensor:
+def _same(value: Any) -> Any:
+    return value
+
+
+class _NvjpegCall:
+    """The JPEGs of every camera of a batch, decoded in one nvJPEG call per channel mode when first asked for:
+    each call hands the GIL back and waits to take it again behind whichever thread holds it."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.pieces: dict[int, list[torch.Tensor]] = {}
+        self.decoded: dict[int, list[torch.Tensor]] = {}
+
+    def add(self, pieces: list[torch.Tensor], channels: int) -> Callable[[], list[torch.Tensor]]:
+        """Queue ``pieces``; the returned function gives their decoded images."""
+        mode = 1 if channels == 1 else 3
+        queued = self.pieces.setdefault(mode, [])
+        first = len(queued)
+        queued.extend(pieces)
+        return functools.partial(self._images, mode, first, first + len(pieces))
+
+    def _images(self, mode: int, start: int, stop: int) -> list[torch.Tensor]:
+        if mode not in self.decoded:
+            io = require("torchvision.io", "GPU JPEG decode")
+            read_mode = io.ImageReadMode.GRAY if mode == 1 else io.ImageReadMode.RGB
+            self.decoded[mode] = io.decode_jpeg(self.pieces[mode], mode=read_mode, device=self.device)
+        return self.decoded[mode][start:stop]
+
+
+def _plan_camera(batch: Mapping[str, Any], key: str, device: torch.device, image_format: str,
+                 fallback: bool, nvjpeg: _NvjpegCall) -> Callable[[], torch.Tensor]:
     data, offsets, sizes = batch[key], batch[key + "_offsets"], batch[key + "_sizes"]
     lead = tuple(sizes.shape[:-1])
     flat_sizes = sizes.reshape(-1, 4).numpy()
@@ -581,14 +619,21 @@ def _decode_camera(batch: Mapping[str, Any], key: str, device: torch.device, ima
     check_image_records(flat_sizes[:, 1], flat_sizes[:, 0], flat_sizes[:, 2], np.diff(starts),
                         flat_sizes[:, 3] != 0, starts[:-1], key)
     if device.type == "cuda":
-        problem = _cuda_problem(data, offsets, flat_sizes)
+        problem = _cuda_problem(data, starts, flat_sizes)
         if problem is None:
-            return _decode_cuda(data, offsets, lead, channels, device, image_format)
+            # One C call makes every image's view (a Python slice per image costs a microsecond each).
+            pieces = list(torch.split(data[int(starts[0]):int(starts[-1])], np.diff(starts).tolist())) \
+                if len(starts) > 1 else []
+            return functools.partial(_stack_decoded, nvjpeg.add(pieces, channels), lead, channels, device,
+                                     image_format)
         if not fallback:
             raise ValueError(f"kdb: cannot decode {key} on {device}: {problem} (pass fallback=True to decode "
                              "on the CPU instead)")
-    pixels = _decode_cpu(key, data, offsets, flat_sizes, height, width, channels)
-    return image_tensor(pixels.reshape(*lead, *pixels.shape[1:]), image_format).to(device)
+
+    def on_cpu() -> torch.Tensor:
+        pixels = _decode_cpu(key, data, offsets, flat_sizes, height, width, channels)
+        return image_tensor(pixels.reshape(*lead, *pixels.shape[1:]), image_format).to(device)
+    return on_cpu
 
 
 def _decode_cpu(key: str, data: torch.Tensor, offsets: torch.Tensor, sizes: np.ndarray, height: int, width: int,
@@ -614,7 +659,7 @@ def _decode_cpu(key: str, data: torch.Tensor, offsets: torch.Tensor, sizes: np.n
     return pixels
 
 
-def _cuda_problem(data: torch.Tensor, offsets: torch.Tensor, sizes: np.ndarray) -> str | None:
+def _cuda_problem(data: torch.Tensor, starts: np.ndarray, sizes: np.ndarray) -> str | None:
     """Why nvJPEG cannot decode these images here, or None when it can."""
     if not torch.cuda.is_available():
         return "CUDA is not available"
@@ -622,26 +667,28 @@ def _cuda_problem(data: torch.Tensor, offsets: torch.Tensor, sizes: np.ndarray) 
         import torchvision.io  # noqa: F401 - imported here only: its CPU wheels clash with CPU torch
     except Exception as error:  # noqa: BLE001 - ImportError, or torchvision's operator registration failing
         return f"torchvision is not usable ({type(error).__name__}: {error})"
-    flat, starts = data.numpy(), offsets.tolist()
-    for slot in range(len(sizes)):
-        if sizes[slot, 3] == 0 or bytes(flat[starts[slot]:starts[slot] + 3]) != JPEG_MAGIC:
-            return f"image {slot} is not a JPEG (nvJPEG decodes JPEG only)"
-        check_jpeg_header(flat[starts[slot]:starts[slot + 1]], int(sizes[slot, 1]), int(sizes[slot, 0]),
-                          f"image {slot}", starts[slot])  # nvJPEG sizes its output from the header
+    flat = data.numpy()
+    firsts, lengths = starts[:-1], np.diff(starts)
+    is_jpeg = (sizes[:, 3] != 0) & (lengths >= len(JPEG_MAGIC))
+    for number, byte in enumerate(JPEG_MAGIC):
+        is_jpeg[is_jpeg] &= flat[firsts[is_jpeg] + number] == byte
+    if not is_jpeg.all():
+        return f"image {int(np.argmin(is_jpeg))} is not a JPEG (nvJPEG decodes JPEG only)"
+    for slot, (start, end) in enumerate(itertools.pairwise(starts.tolist())):
+        check_jpeg_header(flat[start:end], int(sizes[slot, 1]), int(sizes[slot, 0]), f"image {slot}",
+                          start)  # nvJPEG sizes its output from the header
     return None
 
 
-def _decode_cuda(data: torch.Tensor, offsets: torch.Tensor, lead: tuple[int, ...], channels: int,
-                 device: torch.device, image_format: str) -> torch.Tensor:
-    io = require("torchvision.io", "GPU JPEG decode")
-    ImageReadMode, decode_jpeg = io.ImageReadMode, io.decode_jpeg
-
-    starts = offsets.tolist()
-    pieces = [data[start:end] for start, end in itertools.pairwise(starts)]
-    mode = ImageReadMode.GRAY if channels == 1 else ImageReadMode.RGB
-    decoded = decode_jpeg(pieces, mode=mode, device=device)
-    images = torch.stack(decoded).reshape(*lead, *decoded[0].shape) if decoded else torch.empty(
-        (*lead, channels, 0, 0), dtype=torch.uint8, device=device)
+def _stack_decoded(images_of: Callable[[], list[torch.Tensor]], lead: tuple[int, ...], channels: int,
+                   device: torch.device, image_format: str) -> torch.Tensor:
+    decoded = images_of()
+    if not decoded:
+        images = torch.empty((*lead, channels, 0, 0), dtype=torch.uint8, device=device)
+    elif len(lead) == 1:
+        images = torch.stack(decoded)
+    else:
+        images = torch.stack(decoded).reshape(*lead, *decoded[0].shape)
     return images.float().div_(255) if image_format == "float" else images
 
 

@@ -25,9 +25,10 @@ import itertools
 import logging
 import os
 import queue
+import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -41,7 +42,7 @@ except ModuleNotFoundError as error:  # say which extra installs it
 
     raise missing("torch", "arrayio.robot.torch_loader") from error
 
-from .torch import decode_batch
+from .torch import plan_decode
 from .torch_batch import SCALE, check_image_format, collate, packed_cameras
 
 __all__ = ["DecodeChoice", "GpuLoader", "choose_decode"]
@@ -51,12 +52,11 @@ DECODE_CHOICES = ("auto", "cpu", "gpu")
 # nvJPEG (torchvision.io.decode_jpeg, batch 256) measured on an H200 machine (issue 21): images per second
 # at two image sizes, used when the device itself cannot be timed; linear in pixels between them.
 NVJPEG_IMAGES_PER_S = ((96 * 96, 37_400.0), (224 * 224, 41_400.0))
-# The same decode with 15 busy worker processes on 16 cores: nvJPEG's host stage competes with them.
-NVJPEG_BUSY_HOST_FACTOR = 14_500 / 20_200
 SAMPLE_FRAMES = 64
-# Decoded pixels a main process takes in from its DataLoader workers per second: the issue's decode="cpu"
-# rates with 15 workers deliver 1.28 GB/s (96 px) and 1.60 GB/s (224 px), whatever the decode costs.
-DELIVERY_BYTES_PER_S = 1.5e9
+# Decoded pixels a main process takes in from its DataLoader workers per second, whatever the decode costs:
+# decode="cpu" with 8 and 15 workers at 224 px delivered 3.1-4.2 GB/s on an H100 machine (16 cores,
+# benchmarks/kdb_gpu.py); the issue's older loader, copying fresh blocks, 1.3-1.6 GB/s.
+DELIVERY_BYTES_PER_S = 3.1e9
 
 
 class Event(Protocol):
@@ -84,8 +84,9 @@ class DeviceOps(Protocol):
     def pinned(self, nbytes: int) -> torch.Tensor:
         """``nbytes`` of host memory that copies to the device start from."""
 
-    def decode(self, batch: Mapping[str, Any], image_format: str) -> dict[str, Any]:
-        """The batch on the device, its packed images decoded."""
+    def plan(self, batch: Mapping[str, Any], image_format: str) -> Callable[[], dict[str, Any]]:
+        """Check and slice the batch on the host now; the returned function puts it on the device, its packed
+        images decoded."""
 
     def hand_over(self, batch: Mapping[str, Any]) -> None:
         """Mark the batch's device memory as used by the consumer's stream."""
@@ -123,9 +124,9 @@ class CpuOps:
         """Plain host memory: nothing is copied to a device."""
         return torch.empty(nbytes, dtype=torch.uint8)
 
-    def decode(self, batch: Mapping[str, Any], image_format: str) -> dict[str, Any]:
-        """Packed images decoded on the CPU; other tensors as they are."""
-        return decode_batch(batch, self.device, image_format=image_format)
+    def plan(self, batch: Mapping[str, Any], image_format: str) -> Callable[[], dict[str, Any]]:
+        """Packed images decoded on the CPU when called; other tensors as they are."""
+        return plan_decode(batch, self.device, image_format=image_format)
 
     def hand_over(self, batch: Mapping[str, Any]) -> None:
         """Host tensors need no stream bookkeeping."""
@@ -161,9 +162,9 @@ class CudaOps:
         """Page-locked host memory: copies from it to the device run asynchronously."""
         return torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
 
-    def decode(self, batch: Mapping[str, Any], image_format: str) -> dict[str, Any]:
-        """Packed JPEGs decoded by nvJPEG on the current (side) stream; other tensors copied."""
-        return decode_batch(batch, self.device, image_format=image_format, non_blocking=True)
+    def plan(self, batch: Mapping[str, Any], image_format: str) -> Callable[[], dict[str, Any]]:
+        """Packed JPEGs decoded by nvJPEG on the current (side) stream when called; other tensors copied."""
+        return plan_decode(batch, self.device, image_format=image_format, non_blocking=True)
 
     def hand_over(self, batch: Mapping[str, Any]) -> None:
         """Tell the caching allocator that the consumer's stream uses the batch's memory now."""
@@ -175,7 +176,7 @@ class CudaOps:
     def images_per_second(self, batch: Mapping[str, Any], image_format: str) -> float | None:
         """nvJPEG images per second on this batch (best of 3 after a warm-up), None when it cannot decode it."""
         try:
-            self.decode(batch, image_format)
+            self.plan(batch, image_format)()
         except ValueError:
             return None
         images = sum(int(np.prod(batch[key + "_sizes"].shape[:-1])) for key in packed_cameras(batch))
@@ -183,7 +184,7 @@ class CudaOps:
         for _ in range(3):
             torch.cuda.synchronize(self.device)
             started = time.perf_counter()
-            self.decode(batch, image_format)
+            self.plan(batch, image_format)()
             torch.cuda.synchronize(self.device)
             best = min(best, time.perf_counter() - started)
         return images / best
@@ -191,7 +192,7 @@ class CudaOps:
 
 def device_ops(device: Any) -> DeviceOps:
     """The DeviceOps of ``device``: "cpu", "cuda[:n]", a torch.device, or an object that already is one."""
-    if hasattr(device, "side_stream") and hasattr(device, "decode"):
+    if hasattr(device, "side_stream") and hasattr(device, "plan"):
         return device
     target = torch.device(device)
     if target.type == "cuda":
@@ -238,8 +239,8 @@ def choose_decode(*, cpu_frame_s: float, packed_frame_s: float, gpu_images_per_s
     it as packed bytes; ``gpu_images_per_s``: the device's decode rate (None: no device decode here);
     ``frame_bytes``: a frame's decoded uint8 pixels. Decoding processes are the workers (the main
     process when there are none), at most cores - 1 of them running at once, and what they decode
-    reaches the main process at DELIVERY_BYTES_PER_S at most; with as many workers as cores - 1, the
-    device decode's host stage competes with them for the CPU.
+    reaches the main process at DELIVERY_BYTES_PER_S at most. Device decode runs beside the fetching
+    (the loader's issuing thread), so the slower of the two sets its rate.
     """
     processes = max(1, min(workers, max(cores - 1, 1)))
     cpu = processes / cpu_frame_s
@@ -247,12 +248,7 @@ def choose_decode(*, cpu_frame_s: float, packed_frame_s: float, gpu_images_per_s
         cpu = min(cpu, DELIVERY_BYTES_PER_S / frame_bytes)
     if gpu_images_per_s is None:
         return DecodeChoice("cpu", cpu, None, "no device decode on this device")
-    contention = NVJPEG_BUSY_HOST_FACTOR if workers >= max(cores - 1, 1) else 1.0
-    decode_frames = gpu_images_per_s * contention / max(cameras, 1)
-    if workers == 0:  # one process fetches then decodes: the two costs add up
-        gpu = 1 / (packed_frame_s + 1 / decode_frames)
-    else:
-        gpu = min(processes / packed_frame_s, decode_frames)
+    gpu = min(processes / packed_frame_s, gpu_images_per_s / max(cameras, 1))
     if gpu > cpu:
         return DecodeChoice("gpu", cpu, gpu, f"{workers} worker(s) on {cores} cores decode slower than the device")
     return DecodeChoice("cpu", cpu, gpu, f"{workers} worker(s) on {cores} cores decode faster than the device")
@@ -304,23 +300,26 @@ class LoaderStats:
     batches: int = 0
     frames: int = 0
     fetch_s: float = 0.0  # the staging thread waiting for the DataLoader's next batch
-    host_s: float = 0.0  # the staging thread copying into page-locked buffers and issuing decode
-    wait_s: float = 0.0  # the consumer waiting for a staged batch (0 when the loader keeps ahead)
+    host_s: float = 0.0  # the staging thread copying into page-locked buffers, checking and slicing images
+    issue_s: float = 0.0  # the issuing thread starting copies and decode (nvJPEG's host stage included)
+    wait_s: float = 0.0  # the consumer waiting for a decoded batch (0 when the loader keeps ahead)
     pinned_bytes: int = 0  # page-locked memory held (the buffers are reused)
 
     def per_batch(self) -> dict[str, float]:
         """Mean seconds per batch of each stage."""
         count = max(self.batches, 1)
-        return {"fetch_s": self.fetch_s / count, "host_s": self.host_s / count, "wait_s": self.wait_s / count}
+        return {name: getattr(self, name) / count for name in ("fetch_s", "host_s", "issue_s", "wait_s")}
 
 
 class _PinnedSlot:
-    """Reused page-locked buffers for one batch in flight, and the event after its copies."""
+    """Reused page-locked buffers for one batch between staging and its copies, and the event after those."""
 
     def __init__(self, ops: DeviceOps) -> None:
         self.ops = ops
         self.buffers: dict[str, torch.Tensor] = {}
         self.event: Event | None = None
+        self.issued = threading.Event()  # the batch last staged here has had its copies issued
+        self.issued.set()
 
     def stage(self, batch: Mapping[str, Any]) -> tuple[dict[str, Any], int]:
         """``batch`` with each tensor copied into this slot's buffers (grown, never shrunk); bytes added."""
@@ -356,10 +355,13 @@ def _copy_in_memory_order(value: torch.Tensor, flat: torch.Tensor) -> torch.Tens
 
 
 _END = object()
+# A slot being staged, one staged batch waiting, one whose copies and decode are being issued.
+SLOTS = 3
+SWITCH_INTERVAL_S = 0.001
 
 
 class GpuLoader:
-    """Decoded batches on ``device`` from a DataLoader over ``dataset``, the next one staged meanwhile.
+    """Decoded batches on ``device`` from a DataLoader over ``dataset``, the next ones staged meanwhile.
 
     ``dataset`` is a FrameDataset or a MixtureDataset of them; ``batch_size``,
     ``num_workers``, ``shuffle``, ``sampler``, ``drop_last`` and any other
@@ -367,14 +369,25 @@ class GpuLoader:
     ``decode``: "auto" (measure and model, see :func:`choose_decode`), "cpu"
     (the workers decode) or "gpu" (the device decodes packed bytes).
     ``image_format`` "float" gives float32 in [0, 1], "uint8" the pixels.
-    ``prefetch`` batches are staged ahead of the one the consumer holds.
+    ``prefetch`` decoded batches wait ahead of the one the consumer holds.
     ``device`` may be "cpu", "cuda[:n]", a torch.device, or a :class:`DeviceOps`.
     ``stats`` says where the time went (:class:`LoaderStats`).
+    ``switch_interval_s``: while the loader iterates, the interpreter's thread
+    switch interval is lowered to this (and restored after); None leaves it.
+
+    Two threads feed the consumer: one fetches each batch, copies it into
+    page-locked buffers and checks its images; the other issues its copies
+    and decode on the device's side stream. nvJPEG's host stage releases the
+    GIL, so the checks of batch n + 1 run while batch n decodes. Each call
+    the issuing thread makes hands the GIL back, and taking it again waits up
+    to one switch interval (5 ms by default) behind a thread running Python:
+    hence the shorter interval while batches are issued.
     """
 
     def __init__(self, dataset: Any, batch_size: int = 256, *, num_workers: int = 0, device: Any = "cuda",
                  decode: str = "auto", image_format: str = "float", prefetch: int = 2,
-                 cores: int | None = None, **loader_options: Any) -> None:
+                 cores: int | None = None, switch_interval_s: float | None = SWITCH_INTERVAL_S,
+                 **loader_options: Any) -> None:
         if decode not in DECODE_CHOICES:
             raise ValueError(f"kdb: decode must be one of {DECODE_CHOICES}, got {decode!r}")
         if prefetch < 1:
@@ -384,6 +397,7 @@ class GpuLoader:
         self.device = self.ops.device
         self.image_format = image_format
         self.prefetch = int(prefetch)
+        self.switch_interval_s = switch_interval_s
         self.num_workers = int(num_workers)
         self.cores = int(cores if cores is not None else len(os.sched_getaffinity(0)))
         if decode == "auto":
@@ -402,7 +416,7 @@ class GpuLoader:
         self.loader = DataLoader(self.dataset, batch_size=batch_size, num_workers=num_workers, collate_fn=collate,
                                  **loader_options)
         self.stats = LoaderStats()
-        self._slots = [_PinnedSlot(self.ops) for _ in range(self.prefetch + 1)]
+        self._slots = [_PinnedSlot(self.ops) for _ in range(SLOTS)]
 
     def __repr__(self) -> str:
         return (f"GpuLoader(device={str(self.device)!r}, batch_size={self.loader.batch_size}, "
@@ -412,15 +426,23 @@ class GpuLoader:
         return len(self.loader)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        staged: queue.Queue = queue.Queue(maxsize=self.prefetch)
+        planned: queue.Queue = queue.Queue(maxsize=1)
+        decoded: queue.Queue = queue.Queue(maxsize=self.prefetch)
         stop = threading.Event()
-        worker = threading.Thread(target=self._stage_all, args=(staged, stop), name="arrayio-gpu-loader",
-                                  daemon=True)
-        worker.start()
+        threads = [threading.Thread(target=self._stage_all, args=(planned, stop), name="arrayio-gpu-loader-stage",
+                                    daemon=True),
+                   threading.Thread(target=self._issue_all, args=(planned, decoded, stop), name="arrayio-gpu-loader",
+                                    daemon=True)]
+        previous = sys.getswitchinterval()
+        lowered = self.switch_interval_s is not None and self.switch_interval_s < previous
+        if lowered:
+            sys.setswitchinterval(self.switch_interval_s)
+        for thread in threads:
+            thread.start()
         try:
             while True:
                 started = time.perf_counter()
-                item = staged.get()
+                item = decoded.get()
                 self.stats.wait_s += time.perf_counter() - started
                 if item is _END:
                     return
@@ -432,24 +454,31 @@ class GpuLoader:
                 yield batch
         finally:
             stop.set()
-            while worker.is_alive():  # unblock a staging thread waiting to put
-                with contextlib.suppress(queue.Empty):
-                    staged.get(timeout=0.05)
-            worker.join()
+            for thread in threads:
+                while thread.is_alive():  # unblock a thread waiting to put
+                    for waiting in (planned, decoded):
+                        with contextlib.suppress(queue.Empty):
+                            waiting.get_nowait()
+                    thread.join(timeout=0.05)
+            if lowered and abs(sys.getswitchinterval() - self.switch_interval_s) < 1e-6:  # unless changed since
+                sys.setswitchinterval(previous)
 
-    def _on_device(self, host: Mapping[str, Any]) -> dict[str, Any]:
-        """The batch on the device: packed images decoded there, pixels decoded by the workers converted there."""
+    def _plan(self, host: Mapping[str, Any]) -> Callable[[], dict[str, Any]]:
+        """What puts the batch on the device: packed images decoded there, pixels of the workers made floats."""
         if packed_cameras(host):
-            return self.ops.decode(host, self.image_format)
-        out = {key: value.to(self.device, non_blocking=True) if isinstance(value, torch.Tensor) else value
-               for key, value in host.items()}
-        if self.image_format == "float" and self.ops.copies:  # the workers sent uint8: a quarter of the bytes
-            for key in [key for key in out if key.startswith("image.") and out[key].dtype == torch.uint8]:
-                out[key] = out[key].float().mul_(float(SCALE))  # the CPU decode's factor: equal floats
-        return out
+            return self.ops.plan(host, self.image_format)
 
-    def _stage_all(self, staged: queue.Queue, stop: threading.Event) -> None:
-        """The staging thread: fetch, copy into the next slot's page-locked buffers, decode on the side stream."""
+        def move() -> dict[str, Any]:
+            out = {key: value.to(self.device, non_blocking=True) if isinstance(value, torch.Tensor) else value
+                   for key, value in host.items()}
+            if self.image_format == "float" and self.ops.copies:  # the workers sent uint8: a quarter of the bytes
+                for key in [key for key in out if key.startswith("image.") and out[key].dtype == torch.uint8]:
+                    out[key] = out[key].float().mul_(float(SCALE))  # the CPU decode's factor: equal floats
+            return out
+        return move
+
+    def _stage_all(self, planned: queue.Queue, stop: threading.Event) -> None:
+        """The staging thread: fetch, copy into the next slot's page-locked buffers, check and slice."""
         try:
             iterator = iter(self.loader)
             for number in itertools.count():
@@ -460,19 +489,46 @@ class GpuLoader:
                 if batch is _END or stop.is_set():
                     break
                 slot = self._slots[number % len(self._slots)]
-                with self.ops.side_stream():
-                    host, grown = slot.stage(batch) if self.ops.copies else (batch, 0)
-                    decoded = self._on_device(host)
-                    slot.event = self.ops.record()
+                while not slot.issued.wait(0.05):  # the issuing thread still reads this slot's last batch
+                    if stop.is_set():
+                        return
+                slot.issued.clear()
+                host, grown = slot.stage(batch) if self.ops.copies else (batch, 0)
+                plan = self._plan(host)
                 self.stats.host_s += time.perf_counter() - fetched
                 self.stats.pinned_bytes += grown
-                self.stats.batches += 1
                 self.stats.frames += len(batch["index"]) if "index" in batch else 0
-                if not _put(staged, (decoded, slot.event), stop):
+                if not _put(planned, (plan, slot), stop):
                     return
-            _put(staged, _END, stop)
+            _put(planned, _END, stop)
         except BaseException as error:  # noqa: BLE001 - handed to the consumer, raised there
-            _put(staged, error, stop)
+            _put(planned, error, stop)
+
+    def _issue_all(self, planned: queue.Queue, decoded: queue.Queue, stop: threading.Event) -> None:
+        """The issuing thread: copies and decode of each staged batch on the side stream, then its event."""
+        while not stop.is_set():
+            try:
+                item = planned.get(timeout=0.05)
+            except queue.Empty:
+                continue
+            if item is _END or isinstance(item, BaseException):
+                _put(decoded, item, stop)
+                return
+            plan, slot = item
+            started = time.perf_counter()
+            try:
+                with self.ops.side_stream():
+                    batch = plan()
+                    slot.event = self.ops.record()
+            except BaseException as error:  # noqa: BLE001 - handed to the consumer, raised there
+                _put(decoded, error, stop)
+                return
+            finally:
+                slot.issued.set()
+            self.stats.issue_s += time.perf_counter() - started
+            self.stats.batches += 1
+            if not _put(decoded, (batch, slot.event), stop):
+                return
 
 
 def _put(staged: queue.Queue, item: Any, stop: threading.Event) -> bool:
