@@ -92,6 +92,73 @@ def ceiling(dataset, device, repeat: int = 5) -> float:
     return repeat * BATCH / best
 
 
+def probe(dataset, device, repeat: int = 5) -> None:
+    """Where one packed batch's decode time goes: nvJPEG per camera (the ceiling), one call for both cameras,
+    from page-locked memory, the loader's whole issue step, and that step beside a thread running Python."""
+    import threading
+
+    import torch
+
+    from arrayio.robot.torch import collate, plan_decode
+
+    rng = np.random.default_rng(0)
+    packed = collate(dataset.with_decode("none").__getitems__(rng.integers(0, len(dataset), BATCH).tolist()))
+    cameras = [key for key in packed if key + "_offsets" in packed]
+    pieces = {key: list(torch.split(packed[key][:int(packed[key + "_offsets"][-1])],
+                                    packed[key + "_offsets"].diff().tolist())) for key in cameras}
+    pinned = {key: packed[key].pin_memory() if device.type == "cuda" else packed[key] for key in cameras}
+    pinned_pieces = [piece for key in cameras for piece in torch.split(
+        pinned[key][:int(packed[key + "_offsets"][-1])], packed[key + "_offsets"].diff().tolist())]
+    from torchvision.io import decode_jpeg
+
+    def rate(run, prepare=lambda: None) -> float:
+        run(prepare())
+        best = float("inf")
+        for _ in range(3):
+            prepared = [prepare() for _ in range(repeat)]
+            synchronize(device)
+            started = time.perf_counter()
+            for item in prepared:
+                run(item)
+            synchronize(device)
+            best = min(best, time.perf_counter() - started)
+        return repeat * BATCH / best
+
+    def plan():
+        return plan_decode(packed, device, image_format="float")
+
+    cases = [("decode_jpeg per camera (the ceiling)", lambda _: [decode_jpeg(p, device=device) for p in
+                                                                 pieces.values()], lambda: None),
+             ("decode_jpeg, one call for both cameras", lambda _: decode_jpeg(sum(pieces.values(), []),
+                                                                            device=device), lambda: None),
+             ("the same from page-locked memory", lambda _: decode_jpeg(pinned_pieces, device=device), lambda: None),
+             ("plan_decode: checks + issue", lambda _: plan()(), lambda: None),
+             ("its issue step alone (decode, stack, float, copies)", lambda planned: planned(), plan)]
+    print(f"\nprobe, one packed batch of {BATCH} frames x {len(cameras)} cameras, best of 3 x {repeat}:")
+    for name, run, prepare in cases:
+        print(f"  {name:<55} {rate(run, prepare):>9,.0f} frames/s")
+    stop = threading.Event()
+
+    def spin() -> None:
+        count = 0
+        while not stop.is_set():
+            count += 1
+    for interval in (0.005, 0.001):
+        sys.setswitchinterval(interval)
+        stop.clear()
+        spinner = threading.Thread(target=spin)
+        spinner.start()
+        result: list[float] = []
+        issuing = threading.Thread(target=lambda: result.append(rate(lambda planned: planned(), plan)))
+        issuing.start()
+        issuing.join()
+        stop.set()
+        spinner.join()
+        print(f"  {'issue step in a thread, beside a Python spin, ' + str(interval * 1e3) + ' ms':<55} "
+              f"{result[0]:>9,.0f} frames/s")
+    sys.setswitchinterval(0.005)
+
+
 def standin_step(device, size: int):
     """The training stand-in: ``size`` fixed bf16 4096x4096 matmuls per batch on the consumer's stream."""
     import torch
@@ -150,6 +217,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--best-of", type=int, default=3)
     parser.add_argument("--switch-intervals", default=None, metavar="S,S,...",
                         help="only compare GpuLoader(switch_interval_s=...) at 224 px (0 stands for None)")
+    parser.add_argument("--probe", action="store_true", help="only time the parts of one batch's decode")
     _rows.add_arguments(parser)
     args = parser.parse_args(argv)
     import torch
@@ -171,6 +239,10 @@ def main(argv: list[str] | None = None) -> None:
 
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
+        if args.probe:
+            for size in (96, 224):
+                probe(FrameDataset(build(Path(scratch), size, 1024)), device)
+            return
         if args.switch_intervals:
             sweep(FrameDataset(build(Path(scratch), 224, args.frames)), device, args, workers_list,
                   [float(text) or None for text in args.switch_intervals.split(",")])
@@ -182,6 +254,8 @@ def main(argv: list[str] | None = None) -> None:
             print(f"{'workers':>8} {'gpu':>9} {'ratio':>6} {'+step':>9} {'ratio':>6} {'cpu':>9} {'host ms':>8} "
                   f"{'issue ms':>8}  auto")
             for workers in workers_list:
+                # auto's sample timing first, while no other loader's workers are starting or exiting
+                choice = loader_rate(dataset, device, workers, "auto", 1, standin_step(device, 0))[1]
                 best = {"plain": 0.0, "step": 0.0}
                 stats: dict = {}
                 for _ in range(args.best_of):
@@ -190,7 +264,6 @@ def main(argv: list[str] | None = None) -> None:
                                                      standin_step(device, size_of_step))
                         best[name] = max(best[name], rate)
                 cpu, _, _ = loader_rate(dataset, device, workers, "cpu", args.batches, standin_step(device, 0))
-                choice = loader_rate(dataset, device, workers, "auto", 1, standin_step(device, 0))[1]
                 print(f"{workers:>8} {best['plain']:>9,.0f} {best['plain'] / limit:>6.2f} {best['step']:>9,.0f} "
                       f"{best['step'] / limit:>6.2f} {cpu:>9,.0f} {1e3 * stats['host_s']:>8.2f} {1e3 * stats['issue_s']:>8.2f}  "
                       f"{choice}")

@@ -58,6 +58,7 @@ from ._shards import ShardSet, frame_offsets
 from .lerobot import TOLERANCE_S
 from .torch_batch import (
     PACKED_PARTS,
+    SCALE,
     Samples,
     batch_tensor,
     channels_first,
@@ -548,9 +549,11 @@ def decode_batch(batch: Mapping[str, Any], device: Any = "cpu", *, image_format:
 
 
 def plan_decode(batch: Mapping[str, Any], device: Any = "cpu", *, image_format: str = "uint8",
-                fallback: bool = False, non_blocking: bool = True) -> Callable[[], dict[str, Any]]:
+                fallback: bool = False, non_blocking: bool = True,
+                copies_now: bool = False) -> Callable[[], dict[str, Any]]:
     """:func:`decode_batch` in two steps: the checks and slicing on the host now, the decode and copies when
-    the returned function is called (a loader checks batch n + 1 while nvJPEG decodes batch n)."""
+    the returned function is called (a loader checks batch n + 1 while nvJPEG decodes batch n).
+    ``copies_now`` starts the other tensors' copies now, on the current stream, leaving the decode alone."""
     check_image_format(image_format)
     target = torch.device(device)
     if target.type == "cuda" and not torch.cuda.is_available():
@@ -570,6 +573,8 @@ def plan_decode(batch: Mapping[str, Any], device: Any = "cpu", *, image_format: 
             continue
         if key in cameras:
             steps[key] = _plan_camera(batch, key, target, image_format, fallback, nvjpeg)
+        elif isinstance(value, torch.Tensor) and copies_now:
+            steps[key] = functools.partial(_same, value.to(target, non_blocking=non_blocking))
         elif isinstance(value, torch.Tensor):
             steps[key] = functools.partial(value.to, target, non_blocking=non_blocking)
         else:
@@ -579,6 +584,9 @@ def plan_decode(batch: Mapping[str, Any], device: Any = "cpu", *, image_format: 
 
 def _same(value: Any) -> Any:
     return value
+
+
+_SCALE = torch.tensor(SCALE, dtype=torch.float32)  # a 0-d CPU tensor: uint8 x it gives float32 on any device
 
 
 class _NvjpegCall:
@@ -689,7 +697,8 @@ def _stack_decoded(images_of: Callable[[], list[torch.Tensor]], lead: tuple[int,
         images = torch.stack(decoded)
     else:
         images = torch.stack(decoded).reshape(*lead, *decoded[0].shape)
-    return images.float().div_(255) if image_format == "float" else images
+    # One multiply by the CPU decode's factor: each call hands back the GIL that the issuing thread then waits for.
+    return torch.mul(images, _SCALE) if image_format == "float" else images
 
 
 # -- episodes ---------------------------------------------------------------------------------------
