@@ -107,9 +107,9 @@ def default_backend(python: Path) -> str:
     return result.stdout.strip() or "pyav"
 
 
-def frame_rates(path: Path, args: argparse.Namespace, reuse: bool = False) -> dict:
+def frame_rates(path: Path, args: argparse.Namespace, reuse: bool = True) -> dict:
     """FrameDataset's rates, float output, the same sampling as the lerobot child (``reuse``: its
-    ``reuse_shared_memory`` option)."""
+    ``reuse_shared_memory`` option, on by default)."""
     import torch
 
     from arrayio.robot.torch import FrameDataset
@@ -119,7 +119,7 @@ def frame_rates(path: Path, args: argparse.Namespace, reuse: bool = False) -> di
     items = rng.integers(0, len(dataset), args.samples).tolist()
     first = dataset[items[0]]
     random_rate = None  # the option changes nothing for random reads: the DataLoader only
-    if not reuse:
+    if reuse:
         started = time.perf_counter()
         for item in items:
             dataset[item]
@@ -167,19 +167,19 @@ def main(argv: list[str] | None = None) -> None:
     dataset, kdb_paths, ingest_s = build(python, folder, args)
     print(f"{data}\ningest-lerobot: {ingest_s:.1f} s; load average at the start {os.getloadavg()[0]:.1f}")
     backends = list(dict.fromkeys([default_backend(python), "pyav", "torchcodec"]))
-    cases = {"jpeg": (kdb_paths["jpeg"], False), "jpeg+reuse": (kdb_paths["jpeg"], True),
-             "raw": (kdb_paths["raw"], False), "raw+reuse": (kdb_paths["raw"], True)}
+    cases = {"jpeg": (kdb_paths["jpeg"], True), "jpeg-reuse": (kdb_paths["jpeg"], False),
+             "raw": (kdb_paths["raw"], True), "raw-reuse": (kdb_paths["raw"], False)}
     ours = {case: frame_rates(path, args, reuse) for case, (path, reuse) in cases.items()}
     theirs = {backend: lerobot_rates(python, dataset, backend, args) for backend in backends}
     for case, (path, reuse) in cases.items():  # before and after: the machine's load moves during the run
         again = frame_rates(path, args, reuse)
         for key in ("random", "loader"):
             ours[case][key] = max(ours[case][key], again[key]) if again[key] is not None else None
-    names = {"jpeg": "FrameDataset (kdb, JPEG q90)", "jpeg+reuse": "  same, reuse_shared_memory=True",
-             "raw": "FrameDataset (kdb, raw pixels)", "raw+reuse": "  same, reuse_shared_memory=True"}
+    names = {"jpeg": "FrameDataset (kdb, JPEG q90)", "jpeg-reuse": "  same, reuse_shared_memory=False",
+             "raw": "FrameDataset (kdb, raw pixels)", "raw-reuse": "  same, reuse_shared_memory=False"}
     sizes = {"jpeg": folder_bytes(kdb_paths["jpeg"]), "raw": folder_bytes(kdb_paths["raw"]),
              "lerobot": folder_bytes(dataset)}
-    sizes["jpeg+reuse"], sizes["raw+reuse"] = sizes["jpeg"], sizes["raw"]
+    sizes["jpeg-reuse"], sizes["raw-reuse"] = sizes["jpeg"], sizes["raw"]
     rows = []
     print(f"load average at the end {os.getloadavg()[0]:.1f}\n")
     print(f"{'':34}{'random frames/s':>16}{'DataLoader frames/s':>21}{'dataset bytes':>15}")
@@ -194,7 +194,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{name:34}{rates['random']:>16,.0f}{rates['loader']:>21,.0f}{sizes['lerobot']:>15,}")
     print(f"\ngoal: FrameDataset >= 10x LeRobotDataset in both modes, same float (3, {args.size}, {args.size}) output "
           "in [0, 1]; JPEG with the defaults is the headline (raw pixels: a storage choice, --compress none, "
-          "larger files; reuse_shared_memory: an option of the DataLoader case)")
+          "larger files; reuse_shared_memory=False: every batch in a fresh shared block, as before it was the default)")
     for backend, rates in theirs.items():
         if "error" in rates:
             continue
@@ -205,8 +205,8 @@ def main(argv: list[str] | None = None) -> None:
                   f"DataLoader {mine['loader'] / rates['loader']:5.1f}x   (same item's pixel sum within {same:.2%})")
             for mode in ("random", "loader") if mine["random"] is not None else ("loader",):
                 case = "random __getitem__" if mode == "random" else f"DataLoader {args.workers} workers"
-                label = {"jpeg": "", "jpeg+reuse": ", reuse_shared_memory", "raw": ", kdb raw pixels",
-                         "raw+reuse": ", kdb raw pixels, reuse_shared_memory"}[storage]
+                label = {"jpeg": "", "jpeg-reuse": ", reuse_shared_memory=False", "raw": ", kdb raw pixels",
+                         "raw-reuse": ", kdb raw pixels, reuse_shared_memory=False"}[storage]
                 rows.append(_rows.row(AREA, f"{case} vs {backend}{label}", mine[mode], reference=rates[mode],
                                       reference_name=f"LeRobotDataset {backend}", unit="frames/s",
                                       higher_is_better=True, target=">= 10x",

@@ -163,7 +163,8 @@ def test_a_copying_device_lets_workers_reuse_the_blocks_of_batches_it_has_copied
     # No host batch leaves a loader that copies into page-locked buffers, so its workers decode into the shared
     # blocks of batches already copied; every batch stays equal to the CPU decode. On the CPU device batches
     # are handed to the consumer as they are: the dataset's own choice stands.
-    dataset = FrameDataset(shards)
+    assert FrameDataset(shards).reuse_shared_memory  # the default: a block another process reads never goes back
+    dataset = FrameDataset(shards, reuse_shared_memory=False)
     loader = GpuLoader(dataset, batch_size=3, num_workers=2, device=FakeDevice(), decode="cpu", prefetch=1)
     assert loader.dataset.reuse_shared_memory and not dataset.reuse_shared_memory
     for number, batch in enumerate(loader):

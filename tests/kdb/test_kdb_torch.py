@@ -148,6 +148,53 @@ def test_workers_reuse_the_shared_memory_of_released_batches_and_never_of_held_o
     assert (len(set(blocks)) < len(blocks)) == reuse, blocks
 
 
+def _sum_when_told(received, told, answers) -> None:
+    """(A child process) take a tensor from ``received`` (or ``told`` as it was inherited), say so, wait,
+    then answer the sum of its bytes."""
+    image = received.get() if hasattr(received, "get") else received
+    answers.put("got")
+    told.wait(20)
+    answers.put(int(image.to(torch.int64).sum()))
+
+
+@pytest.mark.parametrize("how", ["queue", "fork"])
+def test_a_batch_another_process_reads_is_never_reused(tmp_path, how):
+    """With reuse_shared_memory, a batch sent to another process through a multiprocessing queue, or held
+    while a process forks, maps the same shared block in that process: the worker must never decode into it
+    once this process lets go (it did: the other process then read later frames)."""
+    import multiprocessing
+
+    from kdb_cases import write_sample
+
+    path = write_sample(tmp_path / "long.kdb", episodes=3, frames=20)
+    context = multiprocessing.get_context("fork")
+    told, answers, queue = context.Event(), context.Queue(), context.Queue()
+    dataset = FrameDataset(path, image_format="uint8", reuse_shared_memory=True)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=4, num_workers=2, persistent_workers=True)
+    iterator = iter(loader)
+    child = None
+    if how == "queue":  # started before any batch exists: only the queue can hand it the block
+        child = context.Process(target=_sum_when_told, args=(queue, told, answers))
+        child.start()
+    next(iterator)
+    image = next(iterator)["image.front"]
+    want = int(image.to(torch.int64).sum())
+    if how == "queue":
+        queue.put(image)
+    else:
+        child = context.Process(target=_sum_when_told, args=(image, told, answers))
+        child.start()
+    assert answers.get(timeout=20) == "got"
+    del image
+    for _ in iterator:  # the workers decode the remaining batches, into released blocks where they can
+        pass
+    told.set()
+    try:
+        assert answers.get(timeout=20) == want
+    finally:
+        child.join(10)
+
+
 def test_a_worker_sends_the_small_tensors_inside_the_pickle_and_the_images_in_shared_memory(sample):
     """torch would give every small tensor of a batch (state, action, masks, indices) its own shared-memory
     block and file descriptor, about 3 ms of the main process per batch; they travel by value instead."""

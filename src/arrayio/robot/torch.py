@@ -122,19 +122,19 @@ class FrameDataset(Dataset):
     choose between the two for its device, batch and worker count; read
     without such a loader it decodes in the worker, as ``"cpu"``.
 
-    ``reuse_shared_memory=True``: DataLoader workers decode images into
-    shared-memory blocks that the main process has let go of (every tensor,
-    view and array of their batch gone) instead of fresh ones, whose page
-    faults cost more than the JPEG decode of 224x224 float images. Do not hand
-    such batches on to another process: the block is reused once this one
-    lets go of it. ``GpuLoader`` on a CUDA device turns it on for its own
-    copy of the dataset, since no host batch leaves it.
+    ``reuse_shared_memory`` (on by default): DataLoader workers decode images
+    into shared-memory blocks that the main process has let go of (every
+    tensor, view and array of their batch gone) instead of fresh ones, whose
+    page faults cost more than the JPEG decode of 224x224 float images. A
+    block another process may read (sent through a multiprocessing queue or
+    pipe, or alive when this process forks) never goes back. False gives
+    every batch a fresh block.
     """
 
     def __init__(self, source: Any, cameras: Sequence[str] | None = None, history: int = 0, horizon: int = 1, *,
                  delta_timestamps: Mapping[str, Sequence[float]] | None = None, tolerance_s: float = TOLERANCE_S,
                  decode: str = "auto", image_format: str = "float", on_bad_image: str = "raise",
-                 storage_options: dict | None = None, reuse_shared_memory: bool = False) -> None:
+                 storage_options: dict | None = None, reuse_shared_memory: bool = True) -> None:
         if history < 0 or horizon < 1:
             raise ValueError(f"kdb: need history >= 0 and horizon >= 1, got history={history}, horizon={horizon}")
         if delta_timestamps is not None and (history or horizon != 1):

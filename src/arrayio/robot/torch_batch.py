@@ -64,9 +64,13 @@ class _SharedBlocks:
         self._flags: dict[int, tuple[torch.UntypedStorage, torch.Tensor]] = {}  # data_ptr -> (block, flag)
 
     def free(self, nbytes: int) -> torch.UntypedStorage | None:
-        """A kept block of ``nbytes`` that the main process has let go of, marked taken; None if none is."""
-        for block, flag in self._flags.values():
-            if block.nbytes() == nbytes and int(flag[0]) == _RELEASED:
+        """A kept block of ``nbytes`` that the main process has let go of, marked taken; None if none is.
+        Blocks that another process may read are dropped from the pool (they never come back)."""
+        for address, (block, flag) in list(self._flags.items()):
+            state = int(flag[0])
+            if state == _GONE:
+                del self._flags[address]
+            elif block.nbytes() == nbytes and state == _RELEASED:
                 flag[0] = _TAKEN
                 return block
         return None
@@ -82,7 +86,7 @@ class _SharedBlocks:
         return None if kept is None else kept[1]
 
 
-_TAKEN, _RELEASED = 0, 1
+_TAKEN, _RELEASED, _GONE = 0, 1, 2
 _shared_blocks = _SharedBlocks(limit=8)
 
 
@@ -111,12 +115,68 @@ class _LeasedTensor(torch.Tensor):
 def _watched(tensor: torch.Tensor, flag: torch.Tensor) -> torch.Tensor:
     """(In the main process) ``tensor``, whose block goes back to its worker when its storage dies: the
     storage, not the tensor, since ``.numpy()``, ``.detach()`` and views outlive the tensor object."""
-    weakref.finalize(tensor.untyped_storage(), _release, flag)
+    _guard_other_processes()
+    storage = tensor.untyped_storage()
+    _returning[storage.data_ptr()] = (weakref.finalize(storage, _release, flag, storage.data_ptr()), flag)
     return tensor
 
 
-def _release(flag: torch.Tensor) -> None:
+def _release(flag: torch.Tensor, address: int) -> None:
+    _returning.pop(address, None)
     flag[0] = _RELEASED
+
+
+# The blocks that go back to their worker once their storage dies here, by address. Another process that
+# gets one (sent through a multiprocessing queue or pipe, or forked while it is alive) maps the same shared
+# memory, which this process cannot watch: such a block never goes back.
+_returning: dict[int, tuple[weakref.finalize, torch.Tensor]] = {}
+_guarded = threading.Lock()
+_guards_in = False
+
+
+def _keep_for_good(address: int) -> None:
+    kept = _returning.pop(address, None)
+    if kept is not None:
+        kept[0].detach()
+        kept[1][0] = _GONE
+
+
+def _keep_all_for_good() -> None:
+    for address in list(_returning):
+        _keep_for_good(address)
+
+
+def _guard_other_processes() -> None:
+    """Once per process: wrap torch's multiprocessing reducers of tensors and storages, and hook fork, so that
+    a block another process may read is never handed back to its worker."""
+    global _guards_in  # noqa: PLW0603
+    if _guards_in:
+        return
+    with _guarded:
+        if _guards_in:
+            return
+        import os
+        from multiprocessing.reduction import ForkingPickler
+
+        import torch.multiprocessing  # noqa: F401 - registers torch's reducers, wrapped here
+
+        reducers = ForkingPickler._extra_reducers  # type: ignore[attr-defined]
+        for kind, address_of in ((torch.Tensor, lambda tensor: tensor.untyped_storage().data_ptr()),
+                                 (torch.nn.Parameter, lambda tensor: tensor.untyped_storage().data_ptr()),
+                                 (torch.UntypedStorage, lambda storage: storage.data_ptr()),
+                                 (torch.TypedStorage, lambda storage: storage.untyped().data_ptr())):
+            if kind in reducers:
+                ForkingPickler.register(kind, _sending(reducers[kind], address_of))
+        os.register_at_fork(before=_keep_all_for_good)
+        _guards_in = True
+
+
+def _sending(reduce: Any, address_of: Any) -> Any:
+    def reduce_kept(value: Any) -> Any:
+        if _returning:
+            _keep_for_good(address_of(value))
+        return reduce(value)
+    return reduce_kept
 
 
 def scratch_pixels(shape: tuple[int, ...]) -> np.ndarray:
