@@ -164,7 +164,7 @@ def _guard_other_processes() -> None:
         for kind, address_of in ((torch.Tensor, lambda tensor: tensor.untyped_storage().data_ptr()),
                                  (torch.nn.Parameter, lambda tensor: tensor.untyped_storage().data_ptr()),
                                  (torch.UntypedStorage, lambda storage: storage.data_ptr()),
-                                 (torch.TypedStorage, lambda storage: storage.untyped().data_ptr())):
+                                 (torch.TypedStorage, lambda storage: storage._untyped_storage.data_ptr())):
             if kind in reducers:
                 ForkingPickler.register(kind, _sending(reducers[kind], address_of))
         os.register_at_fork(before=_keep_all_for_good)

@@ -435,9 +435,10 @@ class GpuLoader:
                    threading.Thread(target=self._issue_all, args=(planned, decoded, stop), name="arrayio-gpu-loader",
                                     daemon=True)]
         previous = sys.getswitchinterval()
-        lowered = self.switch_interval_s is not None and self.switch_interval_s < previous
-        if lowered:
-            sys.setswitchinterval(self.switch_interval_s)
+        lowered = self.switch_interval_s if self.switch_interval_s is not None and \
+            self.switch_interval_s < previous else None
+        if lowered is not None:
+            sys.setswitchinterval(lowered)
         for thread in threads:
             thread.start()
         try:
@@ -461,7 +462,7 @@ class GpuLoader:
                         with contextlib.suppress(queue.Empty):
                             waiting.get_nowait()
                     thread.join(timeout=0.05)
-            if lowered and abs(sys.getswitchinterval() - self.switch_interval_s) < 1e-6:  # unless changed since
+            if lowered is not None and abs(sys.getswitchinterval() - lowered) < 1e-6:  # unless changed since
                 sys.setswitchinterval(previous)
 
     def _plan(self, host: Mapping[str, Any]) -> Callable[[], dict[str, Any]]:
