@@ -4,6 +4,8 @@ training stand-in (a fixed bf16 matmul per batch on the consumer's stream), best
 the same worker counts (the crossover) and what decode="auto" chooses at each.
 
     python benchmarks/kdb_gpu.py [--frames 6144] [--batches 12] [--standin 8] [--quick] [--json PATH]
+    python benchmarks/kdb_gpu.py --probe                        # where one batch's decode time goes
+    python benchmarks/kdb_gpu.py --switch-intervals 0,0.001     # GpuLoader(switch_interval_s=...) at 224 px
 
 On a GPU machine with Python 3.12 and torch/torchvision but no network, carry ``src/`` and the cp312
 wheels of blosc 1.11.4 and simplejpeg (see /work/.library/device/README.md), then in one command:
