@@ -117,11 +117,12 @@ def _watched(tensor: torch.Tensor, flag: torch.Tensor) -> torch.Tensor:
     storage, not the tensor, since ``.numpy()``, ``.detach()`` and views outlive the tensor object."""
     _guard_other_processes()
     storage = tensor.untyped_storage()
-    _returning[storage.data_ptr()] = (weakref.finalize(storage, _release, flag, storage.data_ptr()), flag)
+    shared = flag.numpy()  # written without torch's dispatcher, also from the fork hook
+    _returning[storage.data_ptr()] = (weakref.finalize(storage, _release, shared, storage.data_ptr()), shared)
     return tensor
 
 
-def _release(flag: torch.Tensor, address: int) -> None:
+def _release(flag: np.ndarray, address: int) -> None:
     _returning.pop(address, None)
     flag[0] = _RELEASED
 
@@ -129,7 +130,7 @@ def _release(flag: torch.Tensor, address: int) -> None:
 # The blocks that go back to their worker once their storage dies here, by address. Another process that
 # gets one (sent through a multiprocessing queue or pipe, or forked while it is alive) maps the same shared
 # memory, which this process cannot watch: such a block never goes back.
-_returning: dict[int, tuple[weakref.finalize, torch.Tensor]] = {}
+_returning: dict[int, tuple[weakref.finalize, np.ndarray]] = {}
 _guarded = threading.Lock()
 _guards_in = False
 
