@@ -676,6 +676,8 @@ def _cuda_problem(data: torch.Tensor, starts: np.ndarray, sizes: np.ndarray) -> 
     except Exception as error:  # noqa: BLE001 - ImportError, or torchvision's operator registration failing
         return f"torchvision is not usable ({type(error).__name__}: {error})"
     flat = data.numpy()
+    if len(starts) and not 0 <= int(starts[0]) <= int(starts[-1]) <= len(flat):
+        return f"the offsets ({int(starts[0])} to {int(starts[-1])}) run past the {len(flat)} packed bytes"
     firsts, lengths = starts[:-1], np.diff(starts)
     is_jpeg = (sizes[:, 3] != 0) & (lengths >= len(JPEG_MAGIC))
     for number, byte in enumerate(JPEG_MAGIC):
