@@ -63,68 +63,66 @@ def synchronize(device) -> None:
         torch.cuda.synchronize(device)
 
 
-def ceiling(dataset, device, repeat: int = 5) -> float:
-    """Frames/s of decode alone on the device for a packed batch of 256 random frames (best of 3)."""
-    from arrayio.robot.torch import collate, decode_batch
+def sample_batch(dataset) -> dict:
+    """One packed batch of 256 random frames of ``dataset`` (the same frames every call)."""
+    from arrayio.robot.torch import collate
 
     rng = np.random.default_rng(0)
-    packed = collate(dataset.with_decode("none").__getitems__(rng.integers(0, len(dataset), BATCH).tolist()))
-    if device.type == "cuda":  # the pieces as nvJPEG takes them: the ceiling leaves out our own host work
-        from torchvision.io import decode_jpeg
+    return collate(dataset.with_decode("none").__getitems__(rng.integers(0, len(dataset), BATCH).tolist()))
 
-        pieces = {key: [packed[key][a:b] for a, b in zip(packed[key + "_offsets"].tolist()[:-1],
-                                                          packed[key + "_offsets"].tolist()[1:])]
-                  for key in packed if key + "_offsets" in packed}
 
-        def run() -> None:
-            for camera_pieces in pieces.values():
-                decode_jpeg(camera_pieces, device=device)
-    else:
-        def run() -> None:
-            decode_batch(packed, device)
-    run()
+def pieces_of(packed: dict, key: str, data=None) -> list:
+    """Camera ``key``'s JPEGs as nvJPEG takes them: one view per image of ``data`` (the packed bytes)."""
+    import torch
+
+    offsets = packed[key + "_offsets"]
+    data = packed[key] if data is None else data
+    return list(torch.split(data[:int(offsets[-1])], offsets.diff().tolist()))
+
+
+def frames_per_second(device, run, prepare=lambda: None, repeat: int = 5) -> float:
+    """Frames/s of ``run(prepare())`` on batches of 256, best of 3 x ``repeat`` after a warm-up (``prepare``
+    runs outside the timing)."""
+    run(prepare())
     best = float("inf")
     for _ in range(3):
+        prepared = [prepare() for _ in range(repeat)]
         synchronize(device)
         started = time.perf_counter()
-        for _ in range(repeat):
-            run()
+        for item in prepared:
+            run(item)
         synchronize(device)
         best = min(best, time.perf_counter() - started)
     return repeat * BATCH / best
 
 
-def probe(dataset, device, repeat: int = 5) -> None:
+def ceiling(dataset, device) -> float:
+    """Frames/s of decode alone on the device for a packed batch of 256 random frames (best of 3)."""
+    from arrayio.robot.torch import decode_batch
+
+    packed = sample_batch(dataset)
+    if device.type != "cuda":
+        return frames_per_second(device, lambda _: decode_batch(packed, device))
+    from torchvision.io import decode_jpeg  # the pieces as nvJPEG takes them: no host work of ours
+
+    pieces = [pieces_of(packed, key) for key in packed if key + "_offsets" in packed]
+    return frames_per_second(device, lambda _: [decode_jpeg(camera, device=device) for camera in pieces])
+
+
+def probe(dataset, device) -> None:
     """Where one packed batch's decode time goes: nvJPEG per camera (the ceiling), one call for both cameras,
     from page-locked memory, the loader's whole issue step, and that step beside a thread running Python."""
     import threading
 
-    import torch
-
-    from arrayio.robot.torch import collate, plan_decode
-
-    rng = np.random.default_rng(0)
-    packed = collate(dataset.with_decode("none").__getitems__(rng.integers(0, len(dataset), BATCH).tolist()))
-    cameras = [key for key in packed if key + "_offsets" in packed]
-    pieces = {key: list(torch.split(packed[key][:int(packed[key + "_offsets"][-1])],
-                                    packed[key + "_offsets"].diff().tolist())) for key in cameras}
-    pinned = {key: packed[key].pin_memory() if device.type == "cuda" else packed[key] for key in cameras}
-    pinned_pieces = [piece for key in cameras for piece in torch.split(
-        pinned[key][:int(packed[key + "_offsets"][-1])], packed[key + "_offsets"].diff().tolist())]
     from torchvision.io import decode_jpeg
 
-    def rate(run, prepare=lambda: None) -> float:
-        run(prepare())
-        best = float("inf")
-        for _ in range(3):
-            prepared = [prepare() for _ in range(repeat)]
-            synchronize(device)
-            started = time.perf_counter()
-            for item in prepared:
-                run(item)
-            synchronize(device)
-            best = min(best, time.perf_counter() - started)
-        return repeat * BATCH / best
+    from arrayio.robot.torch import plan_decode
+
+    packed = sample_batch(dataset)
+    cameras = [key for key in packed if key + "_offsets" in packed]
+    pieces = {key: pieces_of(packed, key) for key in cameras}
+    pinned_pieces = [piece for key in cameras for piece in pieces_of(
+        packed, key, packed[key].pin_memory() if device.type == "cuda" else packed[key])]
 
     def plan():
         return plan_decode(packed, device, image_format="float")
@@ -136,9 +134,9 @@ def probe(dataset, device, repeat: int = 5) -> None:
              ("the same from page-locked memory", lambda _: decode_jpeg(pinned_pieces, device=device), lambda: None),
              ("plan_decode: checks + issue", lambda _: plan()(), lambda: None),
              ("its issue step alone (decode, stack, float, copies)", lambda planned: planned(), plan)]
-    print(f"\nprobe, one packed batch of {BATCH} frames x {len(cameras)} cameras, best of 3 x {repeat}:")
+    print(f"\nprobe, one packed batch of {BATCH} frames x {len(cameras)} cameras, best of 3 x 5:")
     for name, run, prepare in cases:
-        print(f"  {name:<55} {rate(run, prepare):>9,.0f} frames/s")
+        print(f"  {name:<55} {frames_per_second(device, run, prepare):>9,.0f} frames/s")
     stop = threading.Event()
 
     def spin() -> None:
@@ -151,7 +149,8 @@ def probe(dataset, device, repeat: int = 5) -> None:
         spinner = threading.Thread(target=spin)
         spinner.start()
         result: list[float] = []
-        issuing = threading.Thread(target=lambda: result.append(rate(lambda planned: planned(), plan)))
+        issuing = threading.Thread(target=lambda out: out.append(frames_per_second(
+            device, lambda planned: planned(), plan)), args=(result,))
         issuing.start()
         issuing.join()
         stop.set()
@@ -267,8 +266,8 @@ def main(argv: list[str] | None = None) -> None:
                         best[name] = max(best[name], rate)
                 cpu, _, _ = loader_rate(dataset, device, workers, "cpu", args.batches, standin_step(device, 0))
                 print(f"{workers:>8} {best['plain']:>9,.0f} {best['plain'] / limit:>6.2f} {best['step']:>9,.0f} "
-                      f"{best['step'] / limit:>6.2f} {cpu:>9,.0f} {1e3 * stats['host_s']:>8.2f} {1e3 * stats['issue_s']:>8.2f}  "
-                      f"{choice}")
+                      f"{best['step'] / limit:>6.2f} {cpu:>9,.0f} {1e3 * stats['host_s']:>8.2f} "
+                      f"{1e3 * stats['issue_s']:>8.2f}  {choice}")
                 for name in ("plain", "step"):
                     rows.append(_rows.row(AREA, f"{size}px, {workers} workers, GpuLoader decode=gpu"
                                           + (", training stand-in" if name == "step" else ""), best[name],

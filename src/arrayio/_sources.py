@@ -96,7 +96,7 @@ def is_url_pattern(url: str) -> bool:
 
 
 def expand_url_pattern(pattern: str, storage_options: dict | None = None) -> list[str]:
-    """The URLs a glob URL (``s3://bucket/shards/*.kdb``) matches, sorted, with their protocol (and chain) kept."""
+    """The URLs a glob URL (``s3://bucket/shards/*.bin``) matches, sorted, with their protocol (and chain) kept."""
     if _is_http(pattern):
         raise UnsupportedError(f"{pattern}: HTTP(S) servers cannot be listed, so a glob over them cannot be "
                                f"expanded; give the URLs one by one")

@@ -24,13 +24,11 @@ PathLike = Union[str, bytes, os.PathLike]
 
 def _umask_now() -> int | None:
     """The process umask read from /proc (Linux 4.7+), or None where it cannot be read that way."""
-    try:
-        with open("/proc/self/status", encoding="ascii", errors="replace") as status:
-            for line in status:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
+    with contextlib.suppress(OSError, ValueError, IndexError), \
+            open("/proc/self/status", encoding="ascii", errors="replace") as status:
+        for line in status:
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
     return None
 
 

@@ -10,6 +10,7 @@ that text unless numbers are asked for: a person wants ``tskit.trees``, not ``11
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Iterator
@@ -32,10 +33,8 @@ def text_of(values: np.ndarray) -> str | None:
     if _CONTROL.search(text):
         return None
     if text.lstrip()[:1] in ("{", "["):
-        try:
+        with contextlib.suppress(ValueError):  # not JSON after all: shown as it is
             return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
-        except ValueError:
-            pass
     return text
 
 

@@ -14,9 +14,9 @@ What meets what is decided by models, never by format names:
 
 | source model | targets |
 | --- | --- |
-| mapping (key -> 1-D array: kastore, kast, .npz) | mappings, trees |
-| array (one array: bloscpack, pycauset, .npy) | arrays, trees |
-| episodes (kdb) | trees, and the format's own exports (kdb -> .npz) |
+| mapping (key -> 1-D array; also .npz) | mappings, trees |
+| array (one array; also .npy) | arrays, trees |
+| episodes | trees, and the format's own exports (``FormatSpec.exports``) |
 | tree (a Zarr store) | everything (mappings take 1-D arrays, arrays take one) |
 
 The arrayio formats come from the registry (``FormatSpec.model``, ``.save``,

@@ -179,7 +179,7 @@ class ArrayioBackendEntrypoint(BackendEntrypoint):
 
     def guess_can_open(self, filename_or_obj: Any) -> bool:
         """True for a path or URL whose extension a registered format owns, or a local file whose
-        magic bytes one does (a tskit ``.trees`` file is a kastore file)."""
+        magic bytes one does (a file under another format's extension is claimed by its magic)."""
         from ._registry import FORMATS, detect
 
         if not isinstance(filename_or_obj, (str, os.PathLike)):

@@ -566,24 +566,24 @@ def plan_decode(batch: Mapping[str, Any], device: Any = "cpu", *, image_format: 
         raise ValueError("kdb: this batch holds lists of image bytes: build the DataLoader with "
                          "collate_fn=arrayio.robot.torch.collate to get them packed")
     hidden = {camera + part for camera in cameras for part in PACKED_PARTS}
-    steps: dict[str, Callable[[], Any]] = {}
+    out: dict[str, Any] = {}  # a value, or the function that makes it when the decode is issued
+    later: set[str] = set()
     nvjpeg = _NvjpegCall(target)
     for key, value in batch.items():
         if key in hidden:
             continue
         if key in cameras:
-            steps[key] = _plan_camera(batch, key, target, image_format, fallback, nvjpeg)
+            out[key] = _plan_camera(batch, key, target, image_format, fallback, nvjpeg)
         elif isinstance(value, torch.Tensor) and copies_now:
-            steps[key] = functools.partial(_same, value.to(target, non_blocking=non_blocking))
+            out[key] = value.to(target, non_blocking=non_blocking)
+            continue
         elif isinstance(value, torch.Tensor):
-            steps[key] = functools.partial(value.to, target, non_blocking=non_blocking)
+            out[key] = functools.partial(value.to, target, non_blocking=non_blocking)
         else:
-            steps[key] = functools.partial(_same, value)
-    return lambda: {key: step() for key, step in steps.items()}
-
-
-def _same(value: Any) -> Any:
-    return value
+            out[key] = value
+            continue
+        later.add(key)
+    return lambda: {key: value() if key in later else value for key, value in out.items()}
 
 
 _SCALE = torch.tensor(SCALE, dtype=torch.float32)  # a 0-d CPU tensor: uint8 x it gives float32 on any device

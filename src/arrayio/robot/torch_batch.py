@@ -162,14 +162,17 @@ def _guard_other_processes() -> None:
         import torch.multiprocessing  # noqa: F401 - registers torch's reducers, wrapped here
 
         reducers = ForkingPickler._extra_reducers  # type: ignore[attr-defined]
-        for kind, address_of in ((torch.Tensor, lambda tensor: tensor.untyped_storage().data_ptr()),
-                                 (torch.nn.Parameter, lambda tensor: tensor.untyped_storage().data_ptr()),
+        for kind, address_of in ((torch.Tensor, _tensor_address), (torch.nn.Parameter, _tensor_address),
                                  (torch.UntypedStorage, lambda storage: storage.data_ptr()),
                                  (torch.TypedStorage, lambda storage: storage._untyped_storage.data_ptr())):
             if kind in reducers:
                 ForkingPickler.register(kind, _sending(reducers[kind], address_of))
         os.register_at_fork(before=_keep_all_for_good)
         _guards_in = True
+
+
+def _tensor_address(tensor: torch.Tensor) -> int:
+    return tensor.untyped_storage().data_ptr()
 
 
 def _sending(reduce: Any, address_of: Any) -> Any:
