@@ -35,7 +35,7 @@ from ._errors import (
     UnsupportedVersion,
 )
 from ._errors import ERRORS as _ERRORS
-from ._images import JPEG_MAGIC, EncodedImage, check_jpeg_header, decode_jpeg_into
+from ._images import JPEG_MAGIC, EncodedImage, check_jpeg_header, check_jpeg_headers, decode_jpeg_into
 from ._images import check_records as check_image_records
 from ._images import decode as decode_image
 from ._images import encode as encode_image
@@ -76,6 +76,7 @@ __all__ = [
     "Writer",
     "check_image_records",
     "check_jpeg_header",
+    "check_jpeg_headers",
     "decode_image",
     "decode_jpeg_into",
     "demo",

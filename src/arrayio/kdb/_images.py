@@ -155,10 +155,17 @@ def check_decoded_size(width: int, height: int, channels: int, stored: int, comp
 
 def check_records(widths: Any, heights: Any, channels: Any, lengths: Any, compressed: Any, offsets: Any,
                   what: str) -> None:
-    """:func:`check_decoded_size` over arrays of image records (a batch's, before its pixels are allocated)."""
-    for width, height, count, length, packed, offset in zip(*(np.asarray(column).tolist() for column in (
-            widths, heights, channels, lengths, compressed, offsets))):
-        check_decoded_size(width, height, count, length, packed, what, offset)
+    """:func:`check_decoded_size` over arrays of image records (a batch's, before its pixels are allocated):
+    the arithmetic for all records at once, the scalar check (and its error) for the first that fails."""
+    width, height, count, length = (np.asarray(column, np.int64) for column in (widths, heights, channels, lengths))
+    packed = np.asarray(compressed, bool)
+    raw_wrong = ~packed & (width * height * count != length)
+    decoded = width * height * np.where(np.isin(count, (1, 3, 4)), count, 3)
+    expands = packed & (decoded > MAX_EXPANSION * length)
+    starts = np.asarray(offsets)
+    for row in np.flatnonzero(raw_wrong | expands).tolist():  # expansion past 1100:1 fails only past the limit
+        check_decoded_size(int(width[row]), int(height[row]), int(count[row]), int(length[row]), bool(packed[row]),
+                           what, int(starts[row]))
 
 
 def check_jpeg_header(data: Any, width: int, height: int, what: str, offset: int | None = None) -> None:
@@ -179,3 +186,108 @@ def _check_size(found_width: int, found_height: int, width: int, height: int, ch
     if (found_width, found_height) != (width, height):
         raise ValueError(f"the encoded image is {found_width}x{found_height}, its record says {width}x{height}")
     check_decoded_size(width, height, channels, stored, True, "image")
+
+
+
+# The JPEG markers that start a frame header (SOF0-SOF15 but DHT, JPG and DAC) and those without a length.
+_FRAME_MARKERS = np.isin(np.arange(256), [*range(0xC0, 0xC4), *range(0xC5, 0xC8), *range(0xC9, 0xCC),
+                                         *range(0xCD, 0xD0)])
+_BARE_MARKERS = np.isin(np.arange(256), [0x01, *range(0xD0, 0xD8)])
+_LOST_MARKERS = np.isin(np.arange(256), [0xD8, 0xD9, 0xFF])  # a second image start, an end, a fill byte
+_START_OF_SCAN = 0xDA
+_HEADER_SEGMENTS = 64  # segments walked before the scan; a JPEG with more goes to the one-image check
+
+
+def check_jpeg_headers(flat: np.ndarray, starts: np.ndarray, widths: Any, heights: Any, first: int = 0) -> None:
+    """:func:`check_jpeg_header` for the JPEGs ``flat[starts[i]:starts[i + 1]]`` all at once (one packed
+    batch), in a few array operations instead of a header parse per image. A frame header whose size
+    disagrees with the record is refused (naming image ``first + i``), wherever it lies before the scan; a
+    JPEG that cannot be followed to its scan (fill bytes, a damaged length, no frame header) goes to the
+    one-image check."""
+    flat = np.asarray(flat, np.uint8).reshape(-1)
+    starts = np.asarray(starts, np.int64)
+    begins, ends = starts[:-1], np.minimum(starts[1:], len(flat))
+    width, height = np.asarray(widths, np.int64), np.asarray(heights, np.int64)
+    found = np.full((len(begins), 2), -1, np.int64)  # a frame header's width and height that are not the record's
+    unsure = np.ones(len(begins), bool)  # not yet followed to its scan
+    if len(begins):
+        _check_laid_out_like_first(flat, begins, ends, width, height, found, unsure)
+        _walk_in_step(flat, begins, ends, width, height, found, unsure)
+    wrong = found[:, 0] >= 0  # whatever follows it: nvJPEG may size its output from that header
+    for slot in np.flatnonzero(wrong | unsure).tolist():
+        what, offset = f"image {first + slot}", int(starts[slot])
+        if not wrong[slot]:
+            check_jpeg_header(flat[offset:int(ends[slot])], int(width[slot]), int(height[slot]), what, offset)
+            continue
+        raise ImageDecodeError(format="kdb", field=what, offset=offset, expected=f"a {int(width[slot])}x"
+                               f"{int(height[slot])} JPEG (its record)",
+                               found=f"a JPEG header of {found[slot, 0]}x{found[slot, 1]}")
+
+
+def _segments(data: np.ndarray) -> list[int] | None:
+    """Where one JPEG's markers lie, from the first after its start to its scan; None if it cannot be followed."""
+    marks: list[int] = []
+    position = 2
+    while position + 4 <= len(data) and len(marks) < _HEADER_SEGMENTS:
+        marker = int(data[position + 1])
+        if data[position] != 0xFF or _LOST_MARKERS[marker]:
+            return None
+        marks.append(position)
+        if marker == _START_OF_SCAN:
+            return marks
+        length = 0 if _BARE_MARKERS[marker] else (int(data[position + 2]) << 8) | int(data[position + 3])
+        if not _BARE_MARKERS[marker] and length < 2:
+            return None
+        position += 2 + length
+    return None
+
+
+def _check_laid_out_like_first(flat: np.ndarray, begins: np.ndarray, ends: np.ndarray, width: np.ndarray,
+                               height: np.ndarray, found: np.ndarray, unsure: np.ndarray) -> None:
+    """The images of one encoder share a header layout: those whose markers and segment lengths lie where the
+    first image's do are followed by following the first image once, their frame headers read in one gather."""
+    template = flat[begins[0]:ends[0]]
+    marks = _segments(template)
+    if marks is None:
+        return
+    layout = (np.asarray(marks)[:, None] + np.arange(4)).reshape(-1)  # each marker and its length
+    frames = [mark for mark in marks if _FRAME_MARKERS[template[mark + 1]]]
+    if not frames:
+        return
+    fits = np.flatnonzero(ends - begins >= max(int(layout[-1]) + 1, frames[-1] + 9))
+    alike = fits[(flat[begins[fits, None] + layout] == template[layout]).all(axis=1)]
+    for frame in frames:
+        _note_size(flat, begins[alike] + frame, alike, width, height, found)
+    unsure[alike] = False
+
+
+def _walk_in_step(flat: np.ndarray, begins: np.ndarray, ends: np.ndarray, width: np.ndarray, height: np.ndarray,
+                  found: np.ndarray, unsure: np.ndarray) -> None:
+    """Follow the segments of every image still ``unsure`` in step, one segment of each per round."""
+    position = begins + 2  # past the start-of-image marker
+    framed = np.zeros(len(begins), bool)
+    walking = np.flatnonzero(unsure & (position + 4 <= ends))
+    for _ in range(_HEADER_SEGMENTS):
+        if not walking.size:
+            break
+        at, end = position[walking], ends[walking]
+        marker = flat[at + 1]
+        frame, bare = _FRAME_MARKERS[marker], _BARE_MARKERS[marker]
+        length = (flat[at + 2].astype(np.int64) << 8) | flat[at + 3]
+        lost = (flat[at] != 0xFF) | _LOST_MARKERS[marker] | (frame & (at + 9 > end)) | (~bare & (length < 2))
+        sized = frame & ~lost
+        _note_size(flat, at[sized], walking[sized], width, height, found)
+        framed[walking[sized]] = True
+        scanned = walking[~lost & (marker == _START_OF_SCAN)]
+        unsure[scanned] = ~framed[scanned]
+        position[walking] = at + np.where(bare, 2, 2 + length)
+        walking = walking[~lost & (marker != _START_OF_SCAN) & (position[walking] + 4 <= end)]
+
+
+def _note_size(flat: np.ndarray, at: np.ndarray, rows: np.ndarray, width: np.ndarray, height: np.ndarray,
+               found: np.ndarray) -> None:
+    """Note the size in the frame headers at ``at`` of images ``rows`` where it is not their record's."""
+    size = np.stack([(flat[at + 7].astype(np.int64) << 8) | flat[at + 8],
+                     (flat[at + 5].astype(np.int64) << 8) | flat[at + 6]], axis=1)
+    other = ((size[:, 0] != width[rows]) | (size[:, 1] != height[rows])) & (found[rows, 0] < 0)
+    found[rows[other]] = size[other]

@@ -50,7 +50,7 @@ from ..kdb import (
     ImageRecord,
     MissingImage,
     check_image_records,
-    check_jpeg_header,
+    check_jpeg_headers,
     decode_image,
     decode_jpeg_into,
 )
@@ -684,9 +684,7 @@ def _cuda_problem(data: torch.Tensor, starts: np.ndarray, sizes: np.ndarray) -> 
         is_jpeg[is_jpeg] &= flat[firsts[is_jpeg] + number] == byte
     if not is_jpeg.all():
         return f"image {int(np.argmin(is_jpeg))} is not a JPEG (nvJPEG decodes JPEG only)"
-    for slot, (start, end) in enumerate(itertools.pairwise(starts.tolist())):
-        check_jpeg_header(flat[start:end], int(sizes[slot, 1]), int(sizes[slot, 0]), f"image {slot}",
-                          start)  # nvJPEG sizes its output from the header
+    check_jpeg_headers(flat, starts, sizes[:, 1], sizes[:, 0])  # nvJPEG sizes its output from the header
     return None
 
 
