@@ -146,7 +146,8 @@ def test_the_next_batch_is_decoded_on_the_side_stream_while_the_consumer_holds_t
     assert ("synchronize", 0) in device.log
     stats = loader.stats
     assert stats.batches == count and stats.host_s > 0 and stats.pinned_bytes > 0
-    assert set(stats.per_batch()) == {"fetch_s", "host_s", "issue_s", "wait_s"} and stats.issue_s > 0
+    assert set(stats.per_batch()) == {"fetch_s", "host_s", "issue_s", "decode_s", "starved_s", "wait_s"}
+    assert stats.issue_s > 0 and stats.starved_s > 0
 
 
 def test_workers_decode_uint8_and_the_device_makes_floats(shards):

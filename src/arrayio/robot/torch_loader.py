@@ -303,13 +303,16 @@ class LoaderStats:
     fetch_s: float = 0.0  # the staging thread waiting for the DataLoader's next batch
     host_s: float = 0.0  # the staging thread copying into page-locked buffers, checking and slicing images
     issue_s: float = 0.0  # the issuing thread starting copies and decode (nvJPEG's host stage included)
+    decode_s: float = 0.0  # of issue_s, inside nvJPEG (its host stage, and taking the GIL back after)
+    starved_s: float = 0.0  # the issuing thread waiting for a staged batch (0 when staging keeps ahead)
     wait_s: float = 0.0  # the consumer waiting for a decoded batch (0 when the loader keeps ahead)
     pinned_bytes: int = 0  # page-locked memory held (the buffers are reused)
 
     def per_batch(self) -> dict[str, float]:
         """Mean seconds per batch of each stage."""
         count = max(self.batches, 1)
-        return {name: getattr(self, name) / count for name in ("fetch_s", "host_s", "issue_s", "wait_s")}
+        return {name: getattr(self, name) / count
+                for name in ("fetch_s", "host_s", "issue_s", "decode_s", "starved_s", "wait_s")}
 
 
 class _PinnedSlot:
@@ -510,10 +513,13 @@ class GpuLoader:
     def _issue_all(self, planned: queue.Queue, decoded: queue.Queue, stop: threading.Event) -> None:
         """The issuing thread: copies and decode of each staged batch on the side stream, then its event."""
         while not stop.is_set():
+            waiting = time.perf_counter()
             try:
                 item = planned.get(timeout=0.05)
             except queue.Empty:
                 continue
+            finally:
+                self.stats.starved_s += time.perf_counter() - waiting
             if item is _END or isinstance(item, BaseException):
                 _put(decoded, item, stop)
                 return
@@ -529,6 +535,7 @@ class GpuLoader:
             finally:
                 slot.issued.set()
             self.stats.issue_s += time.perf_counter() - started
+            self.stats.decode_s += getattr(plan, "decode_s", 0.0)
             self.stats.batches += 1
             if not _put(decoded, (batch, slot.event), stop):
                 return
