@@ -193,20 +193,24 @@ def probe(dataset, device) -> None:
         count = 0
         while not stop.is_set():
             count += 1
-    for interval in (0.001,):
-        sys.setswitchinterval(interval)
-        stop.clear()
-        spinner = threading.Thread(target=spin)
-        spinner.start()
-        result: list[float] = []
-        issuing = threading.Thread(target=lambda out: out.append(frames_per_second(
-            device, lambda planned: planned(), plan)), args=(result,))
-        issuing.start()
-        issuing.join()
-        stop.set()
-        spinner.join()
-        print(f"  {'issue step in a thread, beside a Python spin, ' + str(interval * 1e3) + ' ms':<55} "
-              f"{result[0]:>9,.0f} frames/s")
+    together = sum(pieces.values(), [])
+    beside = [("nvJPEG alone", lambda _: decode_jpeg(together, device=device), lambda: None),
+              ("the issue step", lambda planned: planned(), plan)]
+    for interval in (0.001, 0.0001):
+        for name, run, prepare in beside:
+            sys.setswitchinterval(interval)
+            stop.clear()
+            spinner = threading.Thread(target=spin)
+            spinner.start()
+            result: list[float] = []
+            issuing = threading.Thread(target=lambda out, run=run, prepare=prepare: out.append(
+                frames_per_second(device, run, prepare)), args=(result,))
+            issuing.start()
+            issuing.join()
+            stop.set()
+            spinner.join()
+            label = f"{name} in a thread beside a Python spin, switch interval {interval * 1e3:g} ms"
+            print(f"  {label:<75} {result[0]:>9,.0f} frames/s")
     sys.setswitchinterval(0.005)
 
 
@@ -325,6 +329,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--switch-intervals", default=None, metavar="S,S,...",
                         help="only compare GpuLoader(switch_interval_s=...) at 224 px (0 stands for None)")
     parser.add_argument("--probe", action="store_true", help="only time the parts of one batch's decode")
+    parser.add_argument("--workers", default=None, metavar="N,N,...", help="worker counts (default 0/4/8/cores-1)")
+    parser.add_argument("--sizes", default="96,224", metavar="PX,PX", help="image sizes")
     _rows.add_arguments(parser)
     args = parser.parse_args(argv)
     import torch
@@ -332,6 +338,8 @@ def main(argv: list[str] | None = None) -> None:
     device = torch.device(args.device)
     cores = len(os.sched_getaffinity(0))
     workers_list = sorted({0, min(4, cores - 1), min(8, cores - 1), cores - 1})
+    if args.workers:
+        workers_list = [int(text) for text in args.workers.split(",")]
     if args.quick:
         args.frames, args.batches, args.best_of, workers_list = 1024, 2, 1, [0, min(2, cores - 1)]
     data = (f"2 JPEG cameras, batch {BATCH}, random frames, {args.frames} frames per size, {args.batches} batches "
@@ -354,7 +362,7 @@ def main(argv: list[str] | None = None) -> None:
             sweep(FrameDataset(build(Path(scratch), 224, args.frames)), device, args, workers_list,
                   [float(text) or None for text in args.switch_intervals.split(",")])
             return
-        for size in (96, 224):
+        for size in [int(text) for text in args.sizes.split(",")]:
             dataset = FrameDataset(build(Path(scratch), size, args.frames))
             measure_size(dataset, device, size, args, workers_list, data, rows)
     _rows.write(args.json_path, AREA, data, rows)
