@@ -160,6 +160,7 @@ def probe(dataset, device) -> None:
 
     from torchvision.io import decode_jpeg
 
+    from arrayio.robot import _nvjpeg
     from arrayio.robot.torch import plan_decode
 
     packed = sample_batch(dataset)
@@ -194,8 +195,18 @@ def probe(dataset, device) -> None:
         while not stop.is_set():
             count += 1
     together = sum(pieces.values(), [])
-    beside = [("nvJPEG alone", lambda _: decode_jpeg(together, device=device), lambda: None),
+    datas = [packed[key][:int(packed[key + "_offsets"][-1])] for key in cameras]
+    lengths = [packed[key + "_offsets"].diff().tolist() for key in cameras]
+    compiled = _nvjpeg._compiled() if device.type == "cuda" else None
+    beside = [("nvJPEG from Python", lambda _: decode_jpeg(together, device=device), lambda: None),
               ("the issue step", lambda planned: planned(), plan)]
+    if compiled is not None:
+        beside.insert(1, ("nvJPEG + stack compiled", lambda _: compiled(datas, lengths, [[0, 1]], 3, device),
+                          lambda: None))
+        print(f"  {'nvJPEG + stack compiled (TorchScript), alone':<55} "
+              f"{frames_per_second(device, beside[1][1]):>9,.0f} frames/s")
+    else:
+        print("  (TorchScript could not compile the decode here: the loader decodes from Python)")
     for interval in (0.001, 0.0001):
         for name, run, prepare in beside:
             sys.setswitchinterval(interval)

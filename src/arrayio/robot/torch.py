@@ -43,7 +43,6 @@ except ModuleNotFoundError as error:  # say which extra installs it
 
     raise missing("torch", "arrayio.robot.torch") from error
 
-from .._optional import require
 from ..kdb import (
     IMAGE_TABLE_DTYPE,
     JPEG_MAGIC,
@@ -55,6 +54,7 @@ from ..kdb import (
     decode_image,
     decode_jpeg_into,
 )
+from ._nvjpeg import decode_groups
 from ._shards import ShardSet, frame_offsets
 from .lerobot import TOLERANCE_S
 from .torch_batch import (
@@ -608,51 +608,37 @@ _SCALE = torch.tensor(SCALE, dtype=torch.float32)  # a 0-d CPU tensor: uint8 x i
 
 class _NvjpegCall:
     """The JPEGs of every camera of a batch, decoded in one nvJPEG call per channel mode when first asked for,
-    then stacked and made floats once per image size: each call hands the GIL back, and the issuing thread
-    then waits to take it again behind whichever thread holds it."""
+    then stacked and made floats once per image size (see :mod:`._nvjpeg`)."""
 
     def __init__(self, device: torch.device, image_format: str) -> None:
         self.device, self.image_format = device, image_format
-        self.pieces: dict[int, list[torch.Tensor]] = {}  # channel mode -> every camera's JPEGs, in turn
-        self.ranges: dict[tuple[int, int, int], list[tuple[int, int]]] = {}  # (mode, h, w) -> its cameras' pieces
+        self.cameras: dict[int, list[tuple[torch.Tensor, list[int]]]] = {}  # mode -> (packed bytes, lengths)
+        self.groups: dict[tuple[int, int, int], list[int]] = {}  # (mode, height, width) -> its cameras, by number
         self.stacked: dict[tuple[int, int, int], torch.Tensor] = {}
-        self.decoded: dict[int, list[torch.Tensor]] = {}
         self.decode_s = 0.0
 
-    def add(self, pieces: list[torch.Tensor], channels: int, height: int,
+    def add(self, data: torch.Tensor, lengths: list[int], channels: int, height: int,
             width: int) -> Callable[[], torch.Tensor]:
-        """Queue ``pieces``; the returned function gives their (n, C, H, W) images."""
+        """Queue the JPEGs ``data`` cut at ``lengths``; the returned function gives their (n, C, H, W) images."""
         mode = 1 if channels == 1 else 3
-        queued = self.pieces.setdefault(mode, [])
-        shape = self.ranges.setdefault((mode, height, width), [])
-        first = sum(stop - start for start, stop in shape)
-        shape.append((len(queued), len(queued) + len(pieces)))
-        queued.extend(pieces)
-        return functools.partial(self._images, (mode, height, width), first, first + len(pieces))
+        cameras = self.cameras.setdefault(mode, [])
+        group = self.groups.setdefault((mode, height, width), [])
+        first = sum(len(cameras[number][1]) for number in group)
+        group.append(len(cameras))
+        cameras.append((data, lengths))
+        return functools.partial(self._images, (mode, height, width), first, first + len(lengths))
 
     def _images(self, shape: tuple[int, int, int], start: int, stop: int) -> torch.Tensor:
         if shape not in self.stacked:
             mode = shape[0]
-            if mode not in self.decoded:
-                started = time.perf_counter()
-                self.decoded[mode] = _decode_jpegs(self.pieces[mode], mode, self.device)
-                self.decode_s += time.perf_counter() - started
-            images = torch.stack([image for first, last in self.ranges[shape]
-                                  for image in self.decoded[mode][first:last]])
-            self.stacked[shape] = torch.mul(images, _SCALE) if self.image_format == "float" else images
+            shapes = [key for key in self.groups if key[0] == mode]
+            datas, lengths = (list(column) for column in zip(*self.cameras[mode]))
+            started = time.perf_counter()
+            stacks = decode_groups(datas, lengths, [self.groups[key] for key in shapes], mode, self.device)
+            self.decode_s += time.perf_counter() - started
+            for key, images in zip(shapes, stacks):
+                self.stacked[key] = torch.mul(images, _SCALE) if self.image_format == "float" else images
         return self.stacked[shape][start:stop]
-
-
-def _decode_jpegs(pieces: list[torch.Tensor], mode: int, device: torch.device) -> list[torch.Tensor]:
-    """nvJPEG's decode of ``pieces`` (host tensors, checked) in one call. torchvision's operator is called
-    straight where it has one: its Python wrapper reads every piece's type and device (~0.2 ms a batch of
-    512) on the thread that waits for the decode."""
-    io = require("torchvision.io", "GPU JPEG decode")
-    read_mode = io.ImageReadMode.GRAY if mode == 1 else io.ImageReadMode.RGB
-    operator = getattr(getattr(torch.ops, "image", None), "decode_jpegs_cuda", None)
-    if operator is None or device.type != "cuda":
-        return io.decode_jpeg(pieces, mode=read_mode, device=device)
-    return operator(pieces, read_mode.value, device)
 
 
 def _plan_camera(batch: Mapping[str, Any], key: str, device: torch.device, image_format: str,
@@ -670,11 +656,9 @@ def _plan_camera(batch: Mapping[str, Any], key: str, device: torch.device, image
     if device.type == "cuda":
         problem = _cuda_problem(data, starts, flat_sizes)
         if problem is None:
-            # One C call makes every image's view (a Python slice per image costs a microsecond each).
-            pieces = list(torch.split(data[int(starts[0]):int(starts[-1])], np.diff(starts).tolist())) \
-                if len(starts) > 1 else []
-            return functools.partial(_shaped, nvjpeg.add(pieces, channels, height, width), lead, channels,
-                                     device, image_format)
+            packed = data[int(starts[0]):int(starts[-1])] if len(starts) > 1 else data[:0]
+            return functools.partial(_shaped, nvjpeg.add(packed, np.diff(starts).tolist(), channels, height, width),
+                                     lead, channels, device, image_format)
         if not fallback:
             raise ValueError(f"kdb: cannot decode {key} on {device}: {problem} (pass fallback=True to decode "
                              "on the CPU instead)")

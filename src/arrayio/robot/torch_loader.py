@@ -361,7 +361,7 @@ def _copy_in_memory_order(value: torch.Tensor, flat: torch.Tensor) -> torch.Tens
 _END = object()
 # A slot being staged, one staged batch waiting, one whose copies and decode are being issued.
 SLOTS = 3
-SWITCH_INTERVAL_S = 0.0001
+SWITCH_INTERVAL_S = 0.001
 
 
 class GpuLoader:

@@ -1,0 +1,94 @@
+"""nvJPEG's batch decode of packed camera bytes, with the image views, the decode and the stacking in one
+TorchScript function: it runs in C++ with the GIL released, and a batch's 512 image views and 512 decoded
+images never become Python objects. Called from Python, torchvision's operator took the GIL back hundreds of
+times per batch: beside a thread running Python (the loader's staging thread, a training loop) its decode
+ran 2-10x slower on an H100 machine (benchmarks/kdb_gpu.py --probe). Where TorchScript cannot compile or run
+the function, the same steps run from Python.
+
+This module has no ``from __future__ import annotations``: TorchScript reads the annotations as written.
+"""
+
+import logging
+import time
+import warnings
+from typing import List  # noqa: UP035 - TorchScript's own spelling of a list type
+
+import torch
+
+from .._optional import require
+
+LOG = logging.getLogger("arrayio.robot")
+_COMPILED: dict = {}  # "function": the compiled decode, or None once it cannot be used here
+
+
+def decode_stacked(datas: List[torch.Tensor], lengths: List[List[int]], groups: List[List[int]],  # noqa: UP006
+                   mode: int, device: torch.device) -> List[torch.Tensor]:  # noqa: UP006
+    """Each camera's packed JPEGs (``datas[i]`` cut at ``lengths[i]``) decoded in one nvJPEG call, then the
+    images of each group of cameras stacked into one (n, C, H, W) uint8 tensor (empty for a group without
+    images). ``mode``: torchvision's ImageReadMode value."""
+    pieces: List[torch.Tensor] = []  # noqa: UP006
+    firsts: List[int] = []  # noqa: UP006
+    for number in range(len(datas)):
+        firsts.append(len(pieces))
+        pieces.extend(datas[number].split_with_sizes(lengths[number]))
+    decoded = torch.ops.image.decode_jpegs_cuda(pieces, mode, device)
+    stacks: List[torch.Tensor] = []  # noqa: UP006
+    for group in groups:
+        images: List[torch.Tensor] = []  # noqa: UP006
+        for number in group:
+            images.extend(decoded[firsts[number]:firsts[number] + len(lengths[number])])
+        if len(images) > 0:
+            stacks.append(torch.stack(images))
+        else:
+            stacks.append(torch.empty([0], dtype=torch.uint8, device=device))
+    return stacks
+
+
+def decode_groups(datas: list[torch.Tensor], lengths: list[list[int]], groups: list[list[int]], channels: int,
+                  device: torch.device) -> list[torch.Tensor]:
+    """:func:`decode_stacked` for images of ``channels`` (1: grey, else RGB): compiled where it can be, from
+    Python where it cannot (or where the compiled one fails and the Python steps do not: then for good)."""
+    io = require("torchvision.io", "GPU JPEG decode")
+    mode = (io.ImageReadMode.GRAY if channels == 1 else io.ImageReadMode.RGB).value
+    compiled = _compiled() if device.type == "cuda" else None
+    if compiled is None:
+        return _from_python(io, datas, lengths, groups, mode, device)
+    try:
+        return compiled(datas, lengths, groups, mode, device)
+    except RuntimeError as error:  # the data's fault if the Python steps fail the same way: raised from there
+        stacks = _from_python(io, datas, lengths, groups, mode, device)
+        LOG.warning("arrayio: nvJPEG decode through TorchScript failed (%s: %s); decoding from Python from now "
+                    "on", type(error).__name__, error)
+        _COMPILED["function"] = None
+        return stacks
+
+
+def _compiled():  # noqa: ANN202 - a TorchScript function, or None
+    """The compiled :func:`decode_stacked` (compiled once), None where TorchScript or the operator is missing."""
+    if "function" not in _COMPILED:
+        started = time.perf_counter()
+        try:
+            with warnings.catch_warnings():  # torch.jit is deprecated, not removed; nothing else compiles this
+                warnings.simplefilter("ignore")
+                _COMPILED["function"] = torch.jit.script(decode_stacked)
+            LOG.debug("arrayio: nvJPEG decode compiled with TorchScript in %.3f s", time.perf_counter() - started)
+        except Exception as error:  # noqa: BLE001 - any failure to compile means: decode from Python
+            LOG.info("arrayio: nvJPEG decode runs from Python (TorchScript: %s: %s)", type(error).__name__, error)
+            _COMPILED["function"] = None
+    return _COMPILED["function"]
+
+
+def _from_python(io, datas: list[torch.Tensor], lengths: list[list[int]], groups: list[list[int]], mode: int,  # noqa: ANN001
+                 device: torch.device) -> list[torch.Tensor]:
+    """:func:`decode_stacked`'s steps from Python, through torchvision's public ``decode_jpeg``."""
+    firsts: list[int] = []
+    pieces: list[torch.Tensor] = []
+    for data, sizes in zip(datas, lengths):
+        firsts.append(len(pieces))
+        pieces.extend(torch.split(data, sizes))  # one C call makes every image's view
+    decoded = io.decode_jpeg(pieces, mode=io.ImageReadMode(mode), device=device) if pieces else []
+    stacks = []
+    for group in groups:
+        images = [image for number in group for image in decoded[firsts[number]:firsts[number] + len(lengths[number])]]
+        stacks.append(torch.stack(images) if images else torch.empty(0, dtype=torch.uint8, device=device))
+    return stacks
