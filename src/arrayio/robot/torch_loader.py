@@ -303,7 +303,7 @@ class LoaderStats:
     fetch_s: float = 0.0  # the staging thread waiting for the DataLoader's next batch
     host_s: float = 0.0  # the staging thread copying into page-locked buffers, checking and slicing images
     issue_s: float = 0.0  # the issuing thread starting copies and decode (nvJPEG's host stage included)
-    decode_s: float = 0.0  # of issue_s, inside nvJPEG (its host stage, and taking the GIL back after)
+    decode_s: float = 0.0  # of issue_s, in the decode call (nvJPEG and the stacking, and the GIL back after)
     starved_s: float = 0.0  # the issuing thread waiting for a staged batch (0 when staging keeps ahead)
     wait_s: float = 0.0  # the consumer waiting for a decoded batch (0 when the loader keeps ahead)
     pinned_bytes: int = 0  # page-locked memory held (the buffers are reused)
@@ -381,11 +381,12 @@ class GpuLoader:
 
     Two threads feed the consumer: one fetches each batch, copies it into
     page-locked buffers and checks its images; the other issues its copies
-    and decode on the device's side stream. nvJPEG's host stage releases the
-    GIL, so the checks of batch n + 1 run while batch n decodes. Each call
-    the issuing thread makes hands the GIL back, and taking it again waits up
-    to one switch interval (5 ms by default) behind a thread running Python:
-    hence the shorter interval while batches are issued.
+    and decode on the device's side stream. The decode runs compiled, with
+    the GIL released (see :mod:`arrayio.robot._nvjpeg`), so the checks of
+    batch n + 1 run while batch n decodes. Each call the issuing thread makes
+    hands the GIL back, and taking it again waits up to one switch interval
+    (5 ms by default) behind a thread running Python: hence the shorter
+    interval while batches are issued.
     """
 
     def __init__(self, dataset: Any, batch_size: int = 256, *, num_workers: int = 0, device: Any = "cuda",
