@@ -275,3 +275,46 @@ def test_the_switch_interval_is_short_while_batches_are_issued_and_restored_afte
     assert sys.getswitchinterval() == before
     kept = GpuLoader(FrameDataset(shards), batch_size=4, device="cpu", decode="cpu", switch_interval_s=None)
     assert all(sys.getswitchinterval() == before for _ in kept)
+
+
+COMPILED_DECODE = """
+import numpy as np, simplejpeg, torch
+from arrayio.kdb._images import encode
+from arrayio.robot import _nvjpeg
+
+# torchvision's operator, by its schema, decoding on the CPU: what the compiled function is checked around
+library = torch.library.Library("image", "DEF")
+library.define("decode_jpegs_cuda(Tensor[] encoded_jpegs, int mode, Device device) -> Tensor[]")
+library.impl("decode_jpegs_cuda", lambda pieces, mode, device: [torch.from_numpy(simplejpeg.decode_jpeg(
+    piece.numpy().tobytes(), colorspace="GRAY" if mode == 1 else "RGB")).permute(2, 0, 1) for piece in pieces], "CPU")
+compiled = _nvjpeg._compiled()
+print("compiled", compiled is not None)
+rng = np.random.default_rng(0)
+pixels = [rng.integers(0, 255, (count, height, width, 3), np.uint8) for count, height, width in
+          ((3, 8, 12), (4, 4, 4), (2, 8, 12), (0, 8, 12))]
+encoded = [[encode(image, "jpeg", 95) for image in camera] for camera in pixels]
+datas = [torch.from_numpy(np.frombuffer(b"".join(camera) or b"", np.uint8).copy()) for camera in encoded]
+lengths = [[len(image) for image in camera] for camera in encoded]
+stacks = compiled(datas, lengths, [[0, 2], [1], [3]], 3, torch.device("cpu"))
+print("shapes", [tuple(stack.shape) for stack in stacks])
+for stack, want in zip(stacks, (np.concatenate([pixels[0], pixels[2]]), pixels[1])):
+    print("error", float(np.abs(stack.permute(0, 2, 3, 1).numpy().astype(float) - want).mean()))
+"""
+
+
+def test_the_compiled_decode_cuts_decodes_and_stacks_each_group_of_cameras(tmp_path):
+    """The TorchScript function the GPU decode runs (its logic, around a CPU stand-in for torchvision's
+    operator, in a process that never imports torchvision: the real one runs in the CUDA tests): every
+    camera's bytes cut at its lengths, one decode call, and each group of cameras stacked in order, an
+    empty group as an empty tensor."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("simplejpeg")
+    script = tmp_path / "compiled.py"
+    script.write_text(COMPILED_DECODE)
+    outcome = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert outcome.returncode == 0, outcome.stderr
+    lines = outcome.stdout.splitlines()
+    assert lines[:2] == ["compiled True", "shapes [(5, 3, 8, 12), (4, 3, 4, 4), (0,)]"]
+    assert all(float(line.split()[1]) < 8 for line in lines[2:]) and len(lines) == 4  # JPEG at quality 95
