@@ -188,7 +188,6 @@ def _check_size(found_width: int, found_height: int, width: int, height: int, ch
     check_decoded_size(width, height, channels, stored, True, "image")
 
 
-
 # The JPEG markers that start a frame header (SOF0-SOF15 but DHT, JPG and DAC) and those without a length.
 _FRAME_MARKERS = np.isin(np.arange(256), [*range(0xC0, 0xC4), *range(0xC5, 0xC8), *range(0xC9, 0xCC),
                                          *range(0xCD, 0xD0)])
