@@ -44,19 +44,20 @@ def decode_stacked(datas: List[torch.Tensor], lengths: List[List[int]], groups: 
     return stacks
 
 
-def decode_groups(datas: list[torch.Tensor], lengths: list[list[int]], groups: list[list[int]], channels: int,
+def decode_groups(datas: list[torch.Tensor], lengths: list[list[int]], groups: list[list[int]], mode: int,
                   device: torch.device) -> list[torch.Tensor]:
-    """:func:`decode_stacked` for images of ``channels`` (1: grey, else RGB): compiled where it can be, from
-    Python where it cannot (or where the compiled one fails and the Python steps do not: then for good)."""
-    io = require("torchvision.io", "GPU JPEG decode")
-    mode = (io.ImageReadMode.GRAY if channels == 1 else io.ImageReadMode.RGB).value
-    compiled = _compiled() if device.type == "cuda" else None
+    """:func:`decode_stacked` for images of channel ``mode`` (1: grey, 3: RGB): compiled where it can be, from
+    Python where it cannot (or where the compiled one fails and the same steps from Python do not: then for
+    good)."""
+    io = require("torchvision.io", "GPU JPEG decode")  # registers the operator
+    read_mode = (io.ImageReadMode.GRAY if mode == 1 else io.ImageReadMode.RGB).value
+    compiled = _compiled()
     if compiled is None:
-        return _from_python(io, datas, lengths, groups, mode, device)
+        return decode_stacked(datas, lengths, groups, read_mode, device)
     try:
-        return compiled(datas, lengths, groups, mode, device)
+        return compiled(datas, lengths, groups, read_mode, device)
     except RuntimeError as error:  # the data's fault if the Python steps fail the same way: raised from there
-        stacks = _from_python(io, datas, lengths, groups, mode, device)
+        stacks = decode_stacked(datas, lengths, groups, read_mode, device)
         LOG.warning("arrayio: nvJPEG decode through TorchScript failed (%s: %s); decoding from Python from now "
                     "on", type(error).__name__, error)
         _COMPILED["function"] = None
@@ -76,19 +77,3 @@ def _compiled():  # noqa: ANN202 - a TorchScript function, or None
             LOG.info("arrayio: nvJPEG decode runs from Python (TorchScript: %s: %s)", type(error).__name__, error)
             _COMPILED["function"] = None
     return _COMPILED["function"]
-
-
-def _from_python(io, datas: list[torch.Tensor], lengths: list[list[int]], groups: list[list[int]], mode: int,  # noqa: ANN001
-                 device: torch.device) -> list[torch.Tensor]:
-    """:func:`decode_stacked`'s steps from Python, through torchvision's public ``decode_jpeg``."""
-    firsts: list[int] = []
-    pieces: list[torch.Tensor] = []
-    for data, sizes in zip(datas, lengths):
-        firsts.append(len(pieces))
-        pieces.extend(torch.split(data, sizes))  # one C call makes every image's view
-    decoded = io.decode_jpeg(pieces, mode=io.ImageReadMode(mode), device=device) if pieces else []
-    stacks = []
-    for group in groups:
-        images = [image for number in group for image in decoded[firsts[number]:firsts[number] + len(lengths[number])]]
-        stacks.append(torch.stack(images) if images else torch.empty(0, dtype=torch.uint8, device=device))
-    return stacks
