@@ -201,7 +201,7 @@ def probe(dataset, device) -> None:
     beside = [("nvJPEG from Python", lambda _: decode_jpeg(together, device=device), lambda: None),
               ("the issue step", lambda planned: planned(), plan)]
     if compiled is not None:
-        beside.insert(1, ("nvJPEG + stack compiled", lambda _: compiled(datas, lengths, [[0, 1]], 3, device),
+        beside.insert(1, ("nvJPEG + stack compiled", lambda _: compiled(datas, lengths, [[0, 1]], 3, device, None),
                           lambda: None))
         print(f"  {'nvJPEG + stack compiled (TorchScript), alone':<55} "
               f"{frames_per_second(device, beside[1][1]):>9,.0f} frames/s")
@@ -287,49 +287,68 @@ def loader_rate(dataset, device, workers: int, decode: str, batches: int, step,
     return count / elapsed, str(loader.choice), stats
 
 
-def measure_size(dataset, device, size: int, args, workers_list: list[int], data: str, rows: list[dict]) -> None:
+def measure_size(dataset, device, size: int, args, workers_list: list[int], data: str, rows: list[dict],
+                 intervals: list[float | None]) -> None:
     """Add the rows of one image size to ``rows``: at each worker count, decode="gpu" plain and with the
-    stand-in (best of ``--best-of``), decode="cpu", auto's choice, against the sustained nvJPEG ceiling read
-    just before and just after that worker count's runs (the better of the two: the card's and host's state
-    drift within a run)."""
+    stand-in at each switch interval (best of ``--best-of``), decode="cpu", auto's choice, against the
+    sustained nvJPEG ceiling read just before and just after that worker count's runs (the better of the two:
+    the card's and host's state drift within a run)."""
     single = ceiling(dataset, device)
     batches = packed_batches(dataset, args.batches, seed=size)
     print(f"\n{size}x{size}: nvJPEG on one batch repeated (the earlier reading) {single:,.0f} frames/s")
-    print(f"{'workers':>8} {'ceiling':>9} {'gpu':>9} {'ratio':>6} {'+step':>9} {'ratio':>6} {'/single':>7} "
-          f"{'cpu':>9} {'host ms':>8} {'issue ms':>8} {'nvjpeg':>7} {'starved':>7}  auto")
+    print(f"{'workers':>8} {'interval':>9} {'ceiling':>9} {'gpu':>9} {'ratio':>6} {'+step':>9} {'ratio':>6} "
+          f"{'/single':>7} {'cpu':>9} {'host ms':>8} {'issue ms':>8} {'nvjpeg':>7} {'starved':>7}  auto")
     for workers in workers_list:
         # auto's sample timing first, while no other loader's workers are starting or exiting
         choice = loader_rate(dataset, device, workers, "auto", 1, standin_step(device, 0))[1]
         before = sustained_ceiling(batches, device)
-        best = {"plain": 0.0, "step": 0.0}
+        best = {(interval, name): 0.0 for interval in intervals for name in ("plain", "step")}
         stats: dict = {}
         for _ in range(args.best_of):
-            for name, size_of_step in (("plain", 0), ("step", args.standin)):
-                rate, _, run_stats = loader_rate(dataset, device, workers, "gpu", args.batches,
-                                                 standin_step(device, size_of_step))
-                if name == "plain" and rate > best[name]:
-                    stats = run_stats  # the stages of the best plain run, the one the row quotes
-                best[name] = max(best[name], rate)
+            for interval in intervals:
+                options = {} if interval is None else {"switch_interval_s": interval or None}
+                for name, size_of_step in (("plain", 0), ("step", args.standin)):
+                    rate, _, run_stats = loader_rate(dataset, device, workers, "gpu", args.batches,
+                                                     standin_step(device, size_of_step), **options)
+                    if name == "plain" and rate > best[interval, name]:
+                        stats[interval] = run_stats  # the stages of the best plain run, the one the row quotes
+                    best[interval, name] = max(best[interval, name], rate)
         limit = max(before, sustained_ceiling(batches, device))
         cpu, _, _ = loader_rate(dataset, device, workers, "cpu", args.batches, standin_step(device, 0))
-        print(f"{workers:>8} {limit:>9,.0f} {best['plain']:>9,.0f} {best['plain'] / limit:>6.2f} "
-              f"{best['step']:>9,.0f} {best['step'] / limit:>6.2f} {best['plain'] / single:>7.2f} {cpu:>9,.0f} "
-              f"{1e3 * stats['host_s']:>8.2f} {1e3 * stats['issue_s']:>8.2f} {1e3 * stats['decode_s']:>7.2f} "
-              f"{1e3 * stats['starved_s']:>7.2f}  {choice}")
-        for name in ("plain", "step"):
-            rows.append(_rows.row(AREA, f"{size}px, {workers} workers, GpuLoader decode=gpu"
-                                  + (", training stand-in" if name == "step" else ""), best[name],
-                                  limit=limit, limit_name="nvJPEG ceiling (sustained)", unit="frames/s",
-                                  higher_is_better=True, target="ours / ceiling >= 0.9",
-                                  note=f"one batch repeated: {single:,.0f} frames/s"))
+        for interval in intervals:
+            plain, step, stage = best[interval, "plain"], best[interval, "step"], stats[interval]
+            shown = "default" if interval is None else f"{interval * 1e3:g} ms" if interval else "none"
+            print(f"{workers:>8} {shown:>9} {limit:>9,.0f} {plain:>9,.0f} {plain / limit:>6.2f} {step:>9,.0f} "
+                  f"{step / limit:>6.2f} {plain / single:>7.2f} {cpu:>9,.0f} {1e3 * stage['host_s']:>8.2f} "
+                  f"{1e3 * stage['issue_s']:>8.2f} {1e3 * stage['decode_s']:>7.2f} {1e3 * stage['starved_s']:>7.2f}"
+                  f"  {choice}")
+            suffix = "" if interval is None else f", switch interval {shown}"
+            for name, rate in (("plain", plain), ("step", step)):
+                rows.append(_rows.row(AREA, f"{size}px, {workers} workers, GpuLoader decode=gpu{suffix}"
+                                      + (", training stand-in" if name == "step" else ""), rate,
+                                      limit=limit, limit_name="nvJPEG ceiling (sustained)", unit="frames/s",
+                                      higher_is_better=True, target="ours / ceiling >= 0.9",
+                                      note=f"one batch repeated: {single:,.0f} frames/s"))
         rows.append(_rows.row(AREA, f"{size}px, {workers} workers, GpuLoader decode=cpu", cpu, limit=limit,
                               limit_name="nvJPEG ceiling (sustained)", unit="frames/s", higher_is_better=True,
                               note=choice))
         _rows.write(args.json_path, AREA, data, rows)  # a run cut short by a lease still leaves its rows
-    for label, suffix in (("GpuLoader decode=gpu", "decode=gpu"), ("with the stand-in", "stand-in")):
-        ratios = [row["ours"] / row["limit"] for row in rows if row["case"].startswith(f"{size}px")
-                  and row["case"].endswith(suffix)]
-        print(f"{label} / the sustained ceiling: {min(ratios):.2f}-{max(ratios):.2f}")
+    for interval in intervals:
+        shown = "" if interval is None else f" at switch interval {interval * 1e3:g} ms" if interval else " (none)"
+        for label, suffix in (("GpuLoader decode=gpu", "decode=gpu"), ("with the stand-in", "stand-in")):
+            ratios = [row["ours"] / row["limit"] for row in rows if row["case"].startswith(f"{size}px")
+                      and _case_is(row["case"], suffix, interval)]
+            print(f"{label}{shown} / the sustained ceiling: {min(ratios):.2f}-{max(ratios):.2f}")
+
+
+def _case_is(case: str, kind: str, interval: float | None) -> bool:
+    """Whether a row's case is decode=gpu (``kind`` "decode=gpu") or its stand-in run at ``interval``."""
+    marked = "switch interval" in case
+    if (interval is None) == marked:
+        return False
+    if marked and f"switch interval {interval * 1e3:g} ms" not in case and not (interval == 0 and "none" in case):
+        return False
+    return "decode=gpu" in case and (case.endswith("stand-in") == (kind == "stand-in"))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -340,7 +359,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--best-of", type=int, default=3)
     parser.add_argument("--switch-intervals", default=None, metavar="S,S,...",
-                        help="only compare GpuLoader(switch_interval_s=...) at 224 px (0 stands for None)")
+                        help="time decode=gpu at each GpuLoader(switch_interval_s=...) (0 stands for None)")
     parser.add_argument("--probe", action="store_true", help="only time the parts of one batch's decode")
     parser.add_argument("--workers", default=None, metavar="N,N,...", help="worker counts (default 0/4/8/cores-1)")
     parser.add_argument("--sizes", default="96,224", metavar="PX,PX", help="image sizes")
@@ -365,37 +384,19 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{torch.cuda.get_device_name(device) if device.type == 'cuda' else 'CPU'}; {data}")
     from arrayio.robot.torch import FrameDataset
 
+    intervals: list[float | None] = [None]  # None: the loader's default
+    if args.switch_intervals:
+        intervals = [float(text) for text in args.switch_intervals.split(",")]
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
         if args.probe:
             for size in (96, 224):
                 probe(FrameDataset(build(Path(scratch), size, 1024)), device)
             return
-        if args.switch_intervals:
-            sweep(FrameDataset(build(Path(scratch), 224, args.frames)), device, args, workers_list,
-                  [float(text) or None for text in args.switch_intervals.split(",")])
-            return
         for size in [int(text) for text in args.sizes.split(",")]:
             dataset = FrameDataset(build(Path(scratch), size, args.frames))
-            measure_size(dataset, device, size, args, workers_list, data, rows)
+            measure_size(dataset, device, size, args, workers_list, data, rows, intervals)
     _rows.write(args.json_path, AREA, data, rows)
-
-
-def sweep(dataset, device, args, workers_list: list[int], intervals: list[float | None]) -> None:
-    """Frames/s of decode="gpu" at each switch interval, plain and with the stand-in, best of ``--best-of``."""
-    limit = sustained_ceiling(packed_batches(dataset, args.batches, seed=224), device)
-    print(f"\nswitch interval sweep, 224 px; sustained nvJPEG ceiling {limit:,.0f} frames/s")
-    print(f"{'workers':>8} {'interval':>9} {'gpu':>9} {'ratio':>6} {'+step':>9} {'ratio':>6} {'issue ms':>8}")
-    for workers in workers_list:
-        for interval in intervals:
-            best = {"plain": 0.0, "step": 0.0}
-            for _ in range(args.best_of):
-                for name, size_of_step in (("plain", 0), ("step", args.standin)):
-                    rate, _, stats = loader_rate(dataset, device, workers, "gpu", args.batches,
-                                                 standin_step(device, size_of_step), switch_interval_s=interval)
-                    best[name] = max(best[name], rate)
-            print(f"{workers:>8} {str(interval):>9} {best['plain']:>9,.0f} {best['plain'] / limit:>6.2f} "
-                  f"{best['step']:>9,.0f} {best['step'] / limit:>6.2f} {1e3 * stats['issue_s']:>8.2f}")
 
 
 if __name__ == "__main__":

@@ -91,6 +91,7 @@ class FakeDevice:
         self.log.append(("hand_over", len(batch["index"])))
 
     def images_per_second(self, batch, image_format):
+        self.log.append(("timed", len(batch["index"])))
         return self.rate
 
     def wait_for_decode(self, count, timeout=10.0):
@@ -224,6 +225,10 @@ def test_auto_measures_the_dataset_and_says_what_it_chose(shards, caplog):
     no_rate.device = torch.device("meta")  # a device that cannot time itself: the issue's nvJPEG figures
     assert GpuLoader(dataset, batch_size=4, device=no_rate, num_workers=0, cores=2).choice.gpu_frames_per_s
     assert np.isfinite(slow.choice.cpu_frames_per_s)
+    timed = FakeDevice(images_per_second=1e9)
+    for batch_size in (100, 7):
+        GpuLoader(dataset, batch_size=batch_size, device=timed, num_workers=0, cores=2)
+    assert timed.log == [("timed", len(dataset)), ("timed", 7)]  # the loader's batch, or the whole dataset
     with pytest.raises(ValueError, match="decode must be one of"):
         GpuLoader(dataset, device="cpu", decode="cuda")
 
@@ -295,10 +300,14 @@ pixels = [rng.integers(0, 255, (count, height, width, 3), np.uint8) for count, h
 encoded = [[encode(image, "jpeg", 95) for image in camera] for camera in pixels]
 datas = [torch.from_numpy(np.frombuffer(b"".join(camera) or b"", np.uint8).copy()) for camera in encoded]
 lengths = [[len(image) for image in camera] for camera in encoded]
-stacks = compiled(datas, lengths, [[0, 2], [1], [3]], 3, torch.device("cpu"))
+stacks = compiled(datas, lengths, [[0, 2], [1], [3]], 3, torch.device("cpu"), None)
 print("shapes", [tuple(stack.shape) for stack in stacks])
 for stack, want in zip(stacks, (np.concatenate([pixels[0], pixels[2]]), pixels[1])):
     print("error", float(np.abs(stack.permute(0, 2, 3, 1).numpy().astype(float) - want).mean()))
+scale = torch.tensor(np.float32(1 / 255))
+floats = compiled(datas, lengths, [[0, 2], [1], [3]], 3, torch.device("cpu"), scale)
+print("floats", [str(stack.dtype) for stack in floats],
+      all(torch.equal(stack * scale, made) for stack, made in zip(stacks, floats)))
 """
 
 
@@ -306,7 +315,7 @@ def test_the_compiled_decode_cuts_decodes_and_stacks_each_group_of_cameras(tmp_p
     """The TorchScript function the GPU decode runs (its logic, around a CPU stand-in for torchvision's
     operator, in a process that never imports torchvision: the real one runs in the CUDA tests): every
     camera's bytes cut at its lengths, one decode call, and each group of cameras stacked in order, an
-    empty group as an empty tensor."""
+    empty group as an empty tensor; with a scale, the same stacks made float32 by the CPU decode's factor."""
     import subprocess
     import sys
 
@@ -317,4 +326,5 @@ def test_the_compiled_decode_cuts_decodes_and_stacks_each_group_of_cameras(tmp_p
     assert outcome.returncode == 0, outcome.stderr
     lines = outcome.stdout.splitlines()
     assert lines[:2] == ["compiled True", "shapes [(5, 3, 8, 12), (4, 3, 4, 4), (0,)]"]
-    assert all(float(line.split()[1]) < 8 for line in lines[2:]) and len(lines) == 4  # JPEG at quality 95
+    assert all(float(line.split()[1]) < 8 for line in lines[2:4]) and len(lines) == 5  # JPEG at quality 95
+    assert lines[4] == "floats ['torch.float32', 'torch.float32', 'torch.float32'] True"

@@ -11,7 +11,7 @@ This module has no ``from __future__ import annotations``: TorchScript reads the
 import logging
 import time
 import warnings
-from typing import List  # noqa: UP035 - TorchScript's own spelling of a list type
+from typing import List, Optional  # noqa: UP035 - TorchScript's own spellings of these types
 
 import torch
 
@@ -22,10 +22,12 @@ _COMPILED: dict = {}  # "function": the compiled decode, or None once it cannot 
 
 
 def decode_stacked(datas: List[torch.Tensor], lengths: List[List[int]], groups: List[List[int]],  # noqa: UP006
-                   mode: int, device: torch.device) -> List[torch.Tensor]:  # noqa: UP006
+                   mode: int, device: torch.device,
+                   scale: Optional[torch.Tensor]) -> List[torch.Tensor]:  # noqa: UP006, UP045
     """Each camera's packed JPEGs (``datas[i]`` cut at ``lengths[i]``) decoded in one nvJPEG call, then the
-    images of each group of cameras stacked into one (n, C, H, W) uint8 tensor (empty for a group without
-    images). ``mode``: torchvision's ImageReadMode value."""
+    images of each group of cameras stacked into one (n, C, H, W) tensor (empty for a group without images):
+    uint8, or times ``scale`` (a 0-d float32 tensor) where one is given. ``mode``: torchvision's
+    ImageReadMode value."""
     pieces: List[torch.Tensor] = []  # noqa: UP006
     firsts: List[int] = []  # noqa: UP006
     for number in range(len(datas)):
@@ -37,15 +39,13 @@ def decode_stacked(datas: List[torch.Tensor], lengths: List[List[int]], groups: 
         images: List[torch.Tensor] = []  # noqa: UP006
         for number in group:
             images.extend(decoded[firsts[number]:firsts[number] + len(lengths[number])])
-        if len(images) > 0:
-            stacks.append(torch.stack(images))
-        else:
-            stacks.append(torch.empty([0], dtype=torch.uint8, device=device))
+        stack = torch.stack(images) if len(images) > 0 else torch.empty([0], dtype=torch.uint8, device=device)
+        stacks.append(stack if scale is None else torch.mul(stack, scale))
     return stacks
 
 
 def decode_groups(datas: list[torch.Tensor], lengths: list[list[int]], groups: list[list[int]], mode: int,
-                  device: torch.device) -> list[torch.Tensor]:
+                  device: torch.device, scale: torch.Tensor | None = None) -> list[torch.Tensor]:
     """:func:`decode_stacked` for images of channel ``mode`` (1: grey, 3: RGB): compiled where it can be, from
     Python where it cannot (or where the compiled one fails and the same steps from Python do not: then for
     good)."""
@@ -53,11 +53,11 @@ def decode_groups(datas: list[torch.Tensor], lengths: list[list[int]], groups: l
     read_mode = (io.ImageReadMode.GRAY if mode == 1 else io.ImageReadMode.RGB).value
     compiled = _compiled()
     if compiled is None:
-        return decode_stacked(datas, lengths, groups, read_mode, device)
+        return decode_stacked(datas, lengths, groups, read_mode, device, scale)
     try:
-        return compiled(datas, lengths, groups, read_mode, device)
+        return compiled(datas, lengths, groups, read_mode, device, scale)
     except RuntimeError as error:  # the data's fault if the Python steps fail the same way: raised from there
-        stacks = decode_stacked(datas, lengths, groups, read_mode, device)
+        stacks = decode_stacked(datas, lengths, groups, read_mode, device, scale)
         LOG.warning("arrayio: nvJPEG decode through TorchScript failed (%s: %s); decoding from Python from now "
                     "on", type(error).__name__, error)
         _COMPILED["function"] = None

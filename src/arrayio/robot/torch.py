@@ -608,7 +608,7 @@ _SCALE = torch.tensor(SCALE, dtype=torch.float32)  # a 0-d CPU tensor: uint8 x i
 
 class _NvjpegCall:
     """The JPEGs of every camera of a batch, decoded in one nvJPEG call per channel mode when first asked for,
-    then stacked and made floats once per image size (see :mod:`._nvjpeg`)."""
+    then stacked and made floats once per image size, in the same compiled call (see :mod:`._nvjpeg`)."""
 
     def __init__(self, device: torch.device, image_format: str) -> None:
         self.device, self.image_format = device, image_format
@@ -634,10 +634,10 @@ class _NvjpegCall:
             shapes = [key for key in self.groups if key[0] == mode]
             datas, lengths = (list(column) for column in zip(*self.cameras[mode]))
             started = time.perf_counter()
-            stacks = decode_groups(datas, lengths, [self.groups[key] for key in shapes], mode, self.device)
+            stacks = decode_groups(datas, lengths, [self.groups[key] for key in shapes], mode, self.device,
+                                   _SCALE if self.image_format == "float" else None)
             self.decode_s += time.perf_counter() - started
-            for key, images in zip(shapes, stacks):
-                self.stacked[key] = torch.mul(images, _SCALE) if self.image_format == "float" else images
+            self.stacked.update(zip(shapes, stacks))
         return self.stacked[shape][start:stop]
 
 
