@@ -36,6 +36,7 @@ from ._errors import (
 )
 from ._errors import ERRORS as _ERRORS
 from ._images import JPEG_MAGIC, EncodedImage, check_jpeg_header, check_jpeg_headers, decode_jpeg_into
+from ._images import check_decoded_size as check_image_record
 from ._images import check_records as check_image_records
 from ._images import decode as decode_image
 from ._images import encode as encode_image
@@ -74,6 +75,7 @@ __all__ = [
     "UnexpectedEof",
     "UnsupportedVersion",
     "Writer",
+    "check_image_record",
     "check_image_records",
     "check_jpeg_header",
     "check_jpeg_headers",

@@ -160,7 +160,7 @@ def check_records(widths: Any, heights: Any, channels: Any, lengths: Any, compre
     width, height, count, length = (np.asarray(column, np.int64) for column in (widths, heights, channels, lengths))
     packed = np.asarray(compressed, bool)
     raw_wrong = ~packed & (width * height * count != length)
-    decoded = width * height * np.where(np.isin(count, (1, 3, 4)), count, 3)
+    decoded = width * height * np.where((count == 1) | (count == 3) | (count == 4), count, 3)  # np.isin: 30x the cost
     expands = packed & (decoded > MAX_EXPANSION * length)
     starts = np.asarray(offsets)
     for row in np.flatnonzero(raw_wrong | expands).tolist():  # expansion past 1100:1 fails only past the limit

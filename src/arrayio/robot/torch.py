@@ -72,13 +72,13 @@ from .torch_batch import (
     scratch_pixels,
     to_float,
 )
+from .torch_item import STEP_FIELDS, one_item
 from .torch_mixture import MixtureDataset
 
 __all__ = ["EpisodeDataset", "FrameDataset", "MixtureDataset", "collate", "decode_batch", "plan_decode"]
 
 DECODE_MODES = ("auto", "cpu", "none", "cuda")
 LOW_DIM_FIELDS = ("state", "action", "reward", "terminal")
-_STEP_FIELDS = {"state": "state", "action": "action", "reward": "reward", "terminal": "is_terminal"}
 
 
 @dataclass(frozen=True)
@@ -227,6 +227,9 @@ class FrameDataset(Dataset):
     def __getitem__(self, item: int) -> dict[str, Any]:
         if self.packs_images:
             return self.__getitems__([item])[0]
+        made = one_item(self, item)
+        if made is not None:
+            return made
         # One item straight from the fetched arrays: a batch's tensors, then item 0 of each, cost as much
         # as a third of a 224x224 JPEG decode.
         arrays = _fetch_arrays([(self, [item], _ALL_ROWS)], 1, reuse=False)  # an item's block would be collated
@@ -295,11 +298,11 @@ def _fetch_arrays(parts: list[tuple[FrameDataset, Sequence[int], np.ndarray]], s
     reuse = first.reuse_shared_memory if reuse is None else reuse
     outputs = first.outputs
     sources = _Sources(len(parts))
-    batch: dict[str, Any] = {output.key: None for output in outputs if output.field in _STEP_FIELDS}
+    batch: dict[str, Any] = {output.key: None for output in outputs if output.field in STEP_FIELDS}
     pads: dict[str, np.ndarray] = {}
     dim_masks: dict[str, np.ndarray] = {}
     meta: dict[str, np.ndarray] = {}
-    images = [output for output in outputs if output.field not in _STEP_FIELDS]
+    images = [output for output in outputs if output.field not in STEP_FIELDS]
     image_keys = {output.key for output in images}
     image_state: dict[str, _ImageGather] = {}
     for part, (dataset, items, rows_of) in enumerate(parts):
@@ -324,19 +327,19 @@ def _fetch_arrays(parts: list[tuple[FrameDataset, Sequence[int], np.ndarray]], s
                 image_state[output.key] = _ImageGather(size, window, output.field[len("image."):])
         unique = _distinct(episodes)
         shards.prefetch(unique, images=bool(images))
-        if any(output.field in _STEP_FIELDS for output in outputs):
+        if any(output.field in STEP_FIELDS for output in outputs):
             steps = shards.load_steps(unique)
             rows_at = steps.start[episodes][:, None]
             column = steps.columns["steps"]
             step_records: dict[int, np.ndarray] = {}  # the step records of each distinct frames array
             for output in outputs:
-                if output.field not in _STEP_FIELDS:
+                if output.field not in STEP_FIELDS:
                     continue
                 at = rows[output.key][0]
                 records = step_records.get(id(at))
                 if records is None:
                     records = step_records[id(at)] = column[rows_at + at]
-                values = records[_STEP_FIELDS[output.field]]
+                values = records[STEP_FIELDS[output.field]]
                 width = pad_to.get(output.field) if pad_to else None
                 if width is not None:
                     _put_padded(batch, dim_masks, output.key, values, rows_of, size, width)
@@ -356,7 +359,7 @@ def _fetch_arrays(parts: list[tuple[FrameDataset, Sequence[int], np.ndarray]], s
             else:
                 meta.setdefault(key, np.zeros(size, np.int64))[rows_of] = values
     for output in outputs:
-        if output.field in _STEP_FIELDS:
+        if output.field in STEP_FIELDS:
             values = batch[output.key]
             if output.field == "terminal":
                 values = values != 0
