@@ -1,9 +1,9 @@
-"""``FrameDataset[item]`` for the usual item (JPEG images at the current frame) in scalars where the
+"""``FrameDataset[item]`` for the usual item (JPEG or raw images at the current frame) in scalars where the
 batch path works on arrays.
 
 The batch path's fixed cost per call, ~60 small array operations meant for hundreds of frames, was half
 of a 224x224 JPEG's decode for one item. Anything else it must do or say (a window of images, a missing,
-raw, PNG or damaged image) it still does: :func:`one_item` then answers None.
+PNG or damaged image) it still does: :func:`one_item` then answers None.
 """
 
 from __future__ import annotations
@@ -60,8 +60,8 @@ def one_item(dataset: Any, item: int) -> dict[str, Any] | None:
 
 
 def _decoded(dataset: Any, shards: Any, episodes: np.ndarray, local: int, camera: str) -> torch.Tensor | None:
-    """The (C, H, W) image of ``camera`` at frame ``local`` of the one episode of ``episodes``, decoded from a
-    JPEG; None for anything else."""
+    """The (C, H, W) image of ``camera`` at frame ``local`` of the one episode of ``episodes``, from a JPEG or
+    raw pixels; None for anything else."""
     episode = int(episodes[0])
     table = shards.load_images(episodes)
     records = table.columns.get(camera)
@@ -70,17 +70,22 @@ def _decoded(dataset: Any, shards: Any, episodes: np.ndarray, local: int, camera
     record = records[int(table.start[episode]) + local]
     height, width, channels = int(record["height"]), int(record["width"]), int(record["channels"])
     offset, length = int(record["offset"]), int(record["length"])
-    if length < 0 or not record["format"] or channels not in (1, 3):
+    raw = not record["format"]
+    if length < 0 or not raw and channels not in (1, 3):
         return None
-    check_image_record(width, height, channels, length, True, f"image {camera!r}", offset)
+    check_image_record(width, height, channels, length, not raw, f"image {camera!r}", offset)
     data = shards.file(int(shards.episode_shard[episode])).image_bytes((offset,), (length,))[0]
     shape = (height, width, channels)
-    if dataset.image_format != "float":
-        pixels = batch_tensor(shape, torch.uint8)
-        return channels_first(pixels) if decode_jpeg_into(data, pixels.numpy()) else None
-    scratch = scratch_pixels(shape)
-    if not decode_jpeg_into(data, scratch):
-        return None
-    floats = batch_tensor(shape, torch.float32)
-    to_float(scratch, floats.numpy())
-    return channels_first(floats)
+    floats = dataset.image_format == "float"
+    pixels = batch_tensor(shape, torch.float32 if floats else torch.uint8)
+    if raw:  # the pixels themselves (their size checked above)
+        decoded = np.frombuffer(data, np.uint8).reshape(shape)
+    else:  # floats: decoded where it stays in the CPU cache for the conversion
+        decoded = scratch_pixels(shape) if floats else pixels.numpy()
+        if not decode_jpeg_into(data, decoded):
+            return None
+    if floats:
+        to_float(decoded, pixels.numpy())
+    elif raw:
+        pixels.numpy()[...] = decoded
+    return channels_first(pixels)
