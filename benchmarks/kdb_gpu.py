@@ -295,6 +295,7 @@ def measure_size(dataset, device, size: int, args, workers_list: list[int], data
     the card's and host's state drift within a run)."""
     single = ceiling(dataset, device)
     batches = packed_batches(dataset, args.batches, seed=size)
+    ratios: dict[tuple, list[float]] = {(interval, name): [] for interval in intervals for name in ("plain", "step")}
     print(f"\n{size}x{size}: nvJPEG on one batch repeated (the earlier reading) {single:,.0f} frames/s")
     print(f"{'workers':>8} {'interval':>9} {'ceiling':>9} {'gpu':>9} {'ratio':>6} {'+step':>9} {'ratio':>6} "
           f"{'/single':>7} {'cpu':>9} {'host ms':>8} {'issue ms':>8} {'nvjpeg':>7} {'starved':>7}  auto")
@@ -302,7 +303,7 @@ def measure_size(dataset, device, size: int, args, workers_list: list[int], data
         # auto's sample timing first, while no other loader's workers are starting or exiting
         choice = loader_rate(dataset, device, workers, "auto", 1, standin_step(device, 0))[1]
         before = sustained_ceiling(batches, device)
-        best = {(interval, name): 0.0 for interval in intervals for name in ("plain", "step")}
+        best = dict.fromkeys(ratios, 0.0)
         stats: dict = {}
         for _ in range(args.best_of):
             for interval in intervals:
@@ -324,6 +325,7 @@ def measure_size(dataset, device, size: int, args, workers_list: list[int], data
                   f"  {choice}")
             suffix = "" if interval is None else f", switch interval {shown}"
             for name, rate in (("plain", plain), ("step", step)):
+                ratios[interval, name].append(rate / limit)
                 rows.append(_rows.row(AREA, f"{size}px, {workers} workers, GpuLoader decode=gpu{suffix}"
                                       + (", training stand-in" if name == "step" else ""), rate,
                                       limit=limit, limit_name="nvJPEG ceiling (sustained)", unit="frames/s",
@@ -333,22 +335,10 @@ def measure_size(dataset, device, size: int, args, workers_list: list[int], data
                               limit_name="nvJPEG ceiling (sustained)", unit="frames/s", higher_is_better=True,
                               note=choice))
         _rows.write(args.json_path, AREA, data, rows)  # a run cut short by a lease still leaves its rows
-    for interval in intervals:
+    for (interval, name), found in ratios.items():
         shown = "" if interval is None else f" at switch interval {interval * 1e3:g} ms" if interval else " (none)"
-        for label, suffix in (("GpuLoader decode=gpu", "decode=gpu"), ("with the stand-in", "stand-in")):
-            ratios = [row["ours"] / row["limit"] for row in rows if row["case"].startswith(f"{size}px")
-                      and _case_is(row["case"], suffix, interval)]
-            print(f"{label}{shown} / the sustained ceiling: {min(ratios):.2f}-{max(ratios):.2f}")
-
-
-def _case_is(case: str, kind: str, interval: float | None) -> bool:
-    """Whether a row's case is decode=gpu (``kind`` "decode=gpu") or its stand-in run at ``interval``."""
-    marked = "switch interval" in case
-    if (interval is None) == marked:
-        return False
-    if marked and f"switch interval {interval * 1e3:g} ms" not in case and not (interval == 0 and "none" in case):
-        return False
-    return "decode=gpu" in case and (case.endswith("stand-in") == (kind == "stand-in"))
+        label = "GpuLoader decode=gpu" if name == "plain" else "with the stand-in"
+        print(f"{label}{shown} / the sustained ceiling: {min(found):.2f}-{max(found):.2f}")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -208,19 +208,20 @@ class ShardSet:
         """``items`` as int64 global frame numbers, negatives counted from the end; IndexError outside."""
         total = self.num_frames
         if len(items) == 1:  # a plain __getitem__: Python's arithmetic costs a fifth of the array operations'
-            frame = int(np.int64(items[0]))
-            frame += total if frame < 0 else 0
+            asked = int(np.int64(items[0]))
+            frame = asked + total if asked < 0 else asked
             if not 0 <= frame < total:
-                raise IndexError(f"kdb: frame {int(np.int64(items[0]))} is outside 0..{total - 1} of "
-                                 f"{len(self.sources)} shard(s)")
+                raise IndexError(self._outside(asked))
             return np.array([frame], np.int64)
         frames = np.asarray(items, dtype=np.int64).reshape(-1)
         frames = np.where(frames < 0, frames + total, frames)
         bad = (frames < 0) | (frames >= total)
         if bad.any():
-            raise IndexError(f"kdb: frame {int(np.asarray(items).reshape(-1)[np.flatnonzero(bad)[0]])} is outside "
-                             f"0..{total - 1} of {len(self.sources)} shard(s)")
+            raise IndexError(self._outside(int(np.asarray(items).reshape(-1)[np.flatnonzero(bad)[0]])))
         return frames
+
+    def _outside(self, frame: int) -> str:
+        return f"kdb: frame {frame} is outside 0..{self.num_frames - 1} of {len(self.sources)} shard(s)"
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)

@@ -32,13 +32,14 @@ def one_item(dataset: Any, item: int) -> dict[str, Any] | None:
         return None
     shards.prefetch(episodes, images=bool(images))
     steps = shards.load_steps(episodes)
+    table = shards.load_images(episodes) if images else None
     first_row = int(steps.start[episode])
     column = steps.columns["steps"]
     # The keys in the batch path's order: the step fields first, then the images and pad masks.
     out: dict[str, Any] = {output.key: None for output in dataset.outputs if output.field in STEP_FIELDS}
     for output in dataset.outputs:
         if output.field not in STEP_FIELDS:
-            image = _decoded(dataset, shards, episodes, local, output.field[len("image."):])
+            image = _decoded(dataset, table, episode, local, output.field[len("image."):])
             if image is None:
                 return None
             out[output.key] = image
@@ -59,11 +60,10 @@ def one_item(dataset: Any, item: int) -> dict[str, Any] | None:
     return out
 
 
-def _decoded(dataset: Any, shards: Any, episodes: np.ndarray, local: int, camera: str) -> torch.Tensor | None:
-    """The (C, H, W) image of ``camera`` at frame ``local`` of the one episode of ``episodes``, from a JPEG or
-    raw pixels; None for anything else."""
-    episode = int(episodes[0])
-    table = shards.load_images(episodes)
+def _decoded(dataset: Any, table: Any, episode: int, local: int, camera: str) -> torch.Tensor | None:
+    """The (C, H, W) image of ``camera`` at frame ``local`` of global ``episode`` (its image records in
+    ``table``), from a JPEG or raw pixels; None for anything else."""
+    shards = dataset.shards
     records = table.columns.get(camera)
     if records is None:
         return None
