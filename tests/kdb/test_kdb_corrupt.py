@@ -222,3 +222,16 @@ def test_fuzz_only_format_errors_escape(rich, seed):
                 pass
             problems = kdb.validate(bytes(data))
         assert isinstance(problems, list)
+
+
+def test_unreadable_image_messages_name_no_memory_address():
+    """Pillow names the in-memory buffer it was handed by address; the errors say what is wrong without it."""
+    with pytest.raises(ValueError) as stated:
+        kdb.EncodedImage(b"GIF8 but not an image", "png").with_dimensions()
+    assert str(stated.value) == ("kdb: EncodedImage stated as png is not a readable image: cannot identify "
+                                 "image file")
+    from arrayio.kdb._images import decode
+
+    with pytest.raises(ValueError) as decoded:
+        decode(memoryview(b"GIF8 but not an image"), 4, 4, 3)
+    assert str(decoded.value) == "UnidentifiedImageError: cannot identify image file"

@@ -4,8 +4,6 @@ declines (a window of images, PNG records, a damaged JPEG), the batch path answe
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pytest
 
@@ -94,7 +92,6 @@ def test_out_of_range_and_damaged_images_say_what_the_batch_path_says(tmp_path, 
         bad[3]
     with pytest.raises(kdb.ImageDecodeError) as batch:
         _batch_path_item(bad, 3, monkeypatch)
-    def said(error) -> str:  # Pillow's words name its buffer object by address
-        return re.sub(r" at 0x[0-9a-f]+", "", str(error.value))
-    assert said(fast) == said(batch) and f"byte {int(front['offset'])}" in said(fast)
+    assert str(fast.value) == str(batch.value) and f"byte {int(front['offset'])}" in str(fast.value)
+    assert str(fast.value).endswith("found UnidentifiedImageError: cannot identify image file")  # no address
     _assert_same(bad[4], _batch_path_item(bad, 4, monkeypatch))

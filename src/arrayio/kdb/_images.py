@@ -59,13 +59,15 @@ class EncodedImage:
             return self
         from PIL import Image, UnidentifiedImageError
 
+        stream = io.BytesIO(self.data)
         try:
-            with Image.open(io.BytesIO(self.data)) as image:
+            with Image.open(stream) as image:
                 found = (image.format or "").lower()
                 width, height = image.size
                 channels = len(image.getbands())
         except (UnidentifiedImageError, OSError, ValueError) as error:
-            raise ValueError(f"kdb: EncodedImage stated as {self.encoding} is not a readable image: {error}") from None
+            raise ValueError(f"kdb: EncodedImage stated as {self.encoding} is not a readable image: "
+                             f"{_pillow_said(error, stream)}") from None
         if found != self.encoding:
             raise ValueError(f"kdb: EncodedImage stated as {self.encoding} holds {found or 'unknown'} data")
         return EncodedImage(self.data, self.encoding, width if self.width is None else self.width,
@@ -112,15 +114,22 @@ def decode(data: memoryview, width: int, height: int, channels: int) -> np.ndarr
             raise ValueError(f"{type(error).__name__}: {error}") from None
     from PIL import Image
 
+    stream = io.BytesIO(data)
     try:
-        with Image.open(io.BytesIO(data)) as image:
+        with Image.open(stream) as image:
             _check_size(image.size[0], image.size[1], width, height, channels, len(data))
             pixels = np.asarray(image.convert(_PILLOW_MODES.get(channels, "RGB")))
     except ValueError:
         raise
     except Exception as error:  # Pillow raises many types (OSError, SyntaxError, DecompressionBombError...)
-        raise ValueError(f"{type(error).__name__}: {error}") from None
+        raise ValueError(f"{type(error).__name__}: {_pillow_said(error, stream)}") from None
     return pixels.reshape(pixels.shape[0], pixels.shape[1], -1)
+
+
+def _pillow_said(error: Exception, stream: io.BytesIO) -> str:
+    """Pillow's message without the buffer it names by address ("<_io.BytesIO object at 0x...>"), which
+    nobody reading the error can look up."""
+    return str(error).replace(f" {stream!r}", "")
 
 
 def decode_jpeg_into(data: Any, out: np.ndarray) -> bool:
