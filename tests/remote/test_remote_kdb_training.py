@@ -160,3 +160,89 @@ def test_dataloader_workers_read_with_obstore_when_the_set_was_built_here(remote
                             capture_output=True, text=True, env=env, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     assert json.loads(result.stdout.strip().splitlines()[-1]) == ["obstore", "obstore"]
+
+
+def test_the_read_ahead_sampler_hands_each_batch_the_next_one_of_its_process():
+    from arrayio.robot.torch import ReadAheadBatch, ReadAheadSampler
+
+    batches = [[2 * number, 2 * number + 1] for number in range(5)]
+    for workers, span in ((2, 2), (0, 1), (1, 1)):
+        made = list(ReadAheadSampler(batches, workers))
+        assert made == batches and all(isinstance(batch, ReadAheadBatch) for batch in made)
+        assert [batch.ahead for batch in made] == [batches[number + span] if number + span < 5 else None
+                                                   for number in range(5)]
+    assert len(ReadAheadSampler(batches, 2)) == 5
+    import pickle  # the batches travel to the DataLoader workers pickled
+
+    sent = pickle.loads(pickle.dumps(list(ReadAheadSampler(batches, 2))[0]))
+    assert sent == [0, 1] and sent.ahead == [4, 5]
+
+
+def _episode_frames(shard: int, episode: int, frames: range) -> list[int]:
+    return [(shard * EPISODES + episode) * FRAMES + frame for frame in frames]
+
+
+def test_a_batch_fetches_the_next_batch_ahead_and_never_asks_twice(shard_files, remote_shards, s3_options,
+                                                                   s3_server):
+    """While a batch is read, the bytes of the next one (but those it shares with this one) are fetched in the
+    background: reading the next batch then asks the server for nothing. The requests only move earlier: in
+    all, exactly as many as the same two batches without read-ahead."""
+    from arrayio.robot.torch import ReadAheadBatch
+
+    now = _episode_frames(0, 1, range(0, 12, 2))
+    following = _episode_frames(0, 1, range(1, 12, 2)) + _episode_frames(2, 3, range(4))  # one episode shared
+    counted = []
+    local = FrameDataset(shard_files, image_format="uint8")
+    for ahead in (False, True):
+        dataset = FrameDataset(remote_shards, storage_options=s3_options, image_format="uint8")
+        for shard in range(SHARDS):
+            assert len(dataset.shards.file(shard).index)  # header and index read: what follows is the batches' own
+        s3_server.counts.reset()
+        batch = ReadAheadBatch(now)
+        batch.ahead = following if ahead else None
+        first = collate(dataset.__getitems__(batch))
+        dataset.shards.wait_read_ahead()
+        before_next = s3_server.counts.total()[0]
+        second = collate(dataset.__getitems__(following))
+        counted.append((before_next, s3_server.counts.total()[0]))
+        for got, frames in ((first, now), (second, following)):
+            want = collate(local.__getitems__(frames))
+            assert all(torch.equal(got[key], want[key]) for key in ("state", "image.front", "index"))
+    (plain_before, plain_total), (ahead_before, ahead_total) = counted
+    assert ahead_total == plain_total and plain_total > plain_before  # the next batch asked for its episode
+    assert ahead_before == ahead_total  # ... and with read-ahead, had it before it asked
+
+
+def test_two_workers_read_ahead_across_remote_shards_as_over_local_files(shard_files, remote_shards, s3_options,
+                                                                         s3_server):
+    from arrayio.robot.torch import ReadAheadSampler
+    from arrayio.robot.torch_loader import GpuLoader
+
+    local = FrameDataset(shard_files, image_format="uint8")
+    remote = FrameDataset(remote_shards, storage_options=s3_options, image_format="uint8")
+
+    def assert_as_local(batches) -> None:
+        seen = []
+        for batch in batches:
+            want = collate(local.__getitems__(batch["index"].tolist()))
+            assert all(torch.equal(batch[key], want[key]) for key in ("state", "image.front", "index"))
+            seen.extend(batch["index"].tolist())
+        assert sorted(seen) == list(range(len(local)))
+
+    s3_server.counts.reset()
+    sampler = torch.utils.data.BatchSampler(torch.utils.data.RandomSampler(
+        remote, generator=torch.Generator().manual_seed(7)), 10, drop_last=False)
+    got = list(torch.utils.data.DataLoader(remote, batch_sampler=ReadAheadSampler(sampler, 2), num_workers=2,
+                                           collate_fn=collate))
+    requests, sent = s3_server.counts.total()
+    assert_as_local(got)
+    assert any(len(set(batch["shard"].tolist())) > 1 for batch in got)
+    # The bounds of plain reads: each worker fetches an episode's sections at most once, ahead or not.
+    assert sent <= 3 * sum(path.stat().st_size for path in shard_files), sent
+    assert requests <= 3 * SHARDS * 3 + 2 * SHARDS * EPISODES + 4, requests
+    loader = GpuLoader(remote, batch_size=10, device="cpu", decode="cpu", num_workers=0, shuffle=True,
+                       generator=torch.Generator().manual_seed(7), image_format="uint8")
+    assert isinstance(loader.loader.batch_sampler, ReadAheadSampler)  # remote shards: read ahead by itself
+    assert_as_local(list(loader))
+    assert not isinstance(GpuLoader(local, batch_size=10, device="cpu", decode="cpu").loader.batch_sampler,
+                          ReadAheadSampler)

@@ -11,11 +11,12 @@ and other processes map the files themselves on first use.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import math
 import os
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -120,6 +121,7 @@ class ShardSet:
         self.episode_frames = np.concatenate(frames)
         self.episode_fps = np.concatenate(fps) if need_fps else None
         self.first_frames = np.concatenate([[0], np.cumsum(self.episode_frames)]).astype(np.int64)
+        self._ahead: tuple[int, Future] | None = None  # (process, its running read-ahead)
         self._forget_rows()
 
     @property
@@ -158,21 +160,38 @@ class ShardSet:
         request after a round trip, so a batch touching 20 new episodes waits for about one, not 20;
         joining neighbours cut moto's work (it copies the whole object per range request) and the cold
         epoch from 2.3 to 1.0 s here (nothing to do for mapped files)."""
-        if not self.remote:
+        _fetch_sections(self._sections_to_fetch(episodes, images), images)
+
+    def read_ahead(self, items: Sequence[int], *, images: bool, beside: Sequence[int]) -> None:
+        """Start fetching, in the background, what :meth:`prefetch` would fetch for the episodes of global
+        frames ``items`` (the batch this process reads next), but those of frames ``beside`` (the batch it
+        reads now, fetched by its own reads): the next batch's requests wait on the network while this
+        one is decoded. :meth:`wait_read_ahead` waits for it; a failure is left to the reads that need
+        those bytes, which say what went wrong."""
+        if not self.remote or not len(items):
             return
+        episodes = np.setdiff1d(self.locate(self.check_frames(items)), self.locate(self.check_frames(beside)))
+        planned = self._sections_to_fetch(episodes, images)  # the files opened here, not in the thread
+        if planned:
+            self._ahead = (os.getpid(), _read_ahead_thread().submit(_fetch_sections, planned, images))
+
+    def wait_read_ahead(self) -> None:
+        """Wait for this process's read-ahead, if one runs (its errors are the later reads' to meet)."""
+        pid, pending = self._ahead or (None, None)
+        self._ahead = None
+        if pending is not None and pid == os.getpid():
+            with contextlib.suppress(Exception):
+                pending.result()
+
+    def _sections_to_fetch(self, episodes: np.ndarray, images: bool) -> list[tuple[KdbFile, list[int]]]:
+        """(open remote shard, positions of its episodes) for those of ``episodes`` without rows here."""
+        if not self.remote or not len(episodes):
+            return []
         missing = episodes[(self._steps.start[episodes] < 0) | (images & (self._images.start[episodes] < 0))]
-        if not len(missing):
-            return
         by_shard: dict[int, list[int]] = {}
         for shard, position in zip(self.episode_shard[missing].tolist(), self.episode_position[missing].tolist()):
             by_shard.setdefault(shard, []).append(position)
-        files = [self.file(shard) for shard in by_shard]  # opened here, in order
-        if len(files) == 1:
-            files[0].prefetch_episodes(*by_shard.values(), images=images)
-            return
-        pool = _fetch_pool()
-        list(pool.map(lambda kdb, positions: kdb.prefetch_episodes(positions, images=images), files,
-                      by_shard.values()))
+        return [(self.file(shard), positions) for shard, positions in by_shard.items()]  # opened in order
 
     def load_images(self, episodes: np.ndarray) -> _EpisodeRows:
         """The image records of every camera of the global ``episodes`` (distinct), each episode's records
@@ -226,6 +245,7 @@ class ShardSet:
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
         state["_files"] = {}
+        state["_ahead"] = None
         del state["_images"], state["_steps"]
         return state
 
@@ -278,6 +298,26 @@ class _EpisodeRows:
             column[self.used:end] = fill if given is None else given
         self.start[episode] = self.used
         self.used = end
+
+
+def _fetch_sections(planned: list[tuple[KdbFile, list[int]]], images: bool) -> None:
+    """Fetch the sections of the episodes at each file's positions, the files up to FETCH_THREADS at once."""
+    if len(planned) == 1:
+        planned[0][0].prefetch_episodes(planned[0][1], images=images)
+    elif planned:
+        list(_fetch_pool().map(lambda kdb, positions: kdb.prefetch_episodes(positions, images=images),
+                               *zip(*planned)))
+
+
+def _read_ahead_thread() -> ThreadPoolExecutor:
+    """This process's one thread for read-ahead (a thread does not survive a fork: one per process)."""
+    pool = _READ_AHEAD.get(os.getpid())
+    if pool is None:
+        pool = _READ_AHEAD[os.getpid()] = ThreadPoolExecutor(1, thread_name_prefix="arrayio-kdb-read-ahead")
+    return pool
+
+
+_READ_AHEAD: dict[int, ThreadPoolExecutor] = {}
 
 
 def _fetch_pool() -> ThreadPoolExecutor:

@@ -60,6 +60,8 @@ from .lerobot import TOLERANCE_S
 from .torch_batch import (
     PACKED_PARTS,
     SCALE,
+    ReadAheadBatch,
+    ReadAheadSampler,
     Samples,
     batch_tensor,
     channels_first,
@@ -75,7 +77,8 @@ from .torch_batch import (
 from .torch_item import STEP_FIELDS, one_item
 from .torch_mixture import MixtureDataset
 
-__all__ = ["EpisodeDataset", "FrameDataset", "MixtureDataset", "collate", "decode_batch", "plan_decode"]
+__all__ = ["EpisodeDataset", "FrameDataset", "MixtureDataset", "ReadAheadBatch", "ReadAheadSampler", "collate",
+           "decode_batch", "plan_decode"]
 
 DECODE_MODES = ("auto", "cpu", "none", "cuda")
 LOW_DIM_FIELDS = ("state", "action", "reward", "terminal")
@@ -247,7 +250,12 @@ class FrameDataset(Dataset):
     # -- fetching --------------------------------------------------------------------------------
 
     def _fetch(self, items: Sequence[int]) -> dict[str, Any]:
-        """The collated batch of global frames ``items``."""
+        """The collated batch of global frames ``items`` (with the next batch read ahead where ``items`` is a
+        :class:`ReadAheadBatch` that names it)."""
+        self.shards.wait_read_ahead()  # this batch's bytes may be on their way: not asked for twice
+        ahead = getattr(items, "ahead", None)
+        if ahead is not None:
+            self.shards.read_ahead(ahead, images=bool(self.cameras), beside=items)
         return _fetch_parts([(self, items, _ALL_ROWS)], len(items))
 
     @staticmethod

@@ -359,3 +359,37 @@ def pack(key: str, pieces: list[Any]) -> dict[str, torch.Tensor]:
 def packed_cameras(batch: Mapping[str, Any]) -> list[str]:
     """The keys of ``batch`` that hold packed image bytes (with their _offsets and _sizes)."""
     return [key for key in batch if all(key + part in batch for part in PACKED_PARTS)]
+
+
+class ReadAheadBatch(list):
+    """A batch's indices, and ``ahead``: those of the batch the same DataLoader process gets next (None for
+    its last). A dataset that reads remote files fetches ``ahead``'s bytes while it decodes this batch."""
+
+    ahead: list[int] | None = None
+
+
+class ReadAheadSampler(torch.utils.data.Sampler):
+    """``batch_sampler``'s batches as :class:`ReadAheadBatch` for a DataLoader with ``workers`` workers.
+
+    A DataLoader hands batch k to worker k % workers (the main process reads every batch when there are
+    none), so each batch's ``ahead`` is the batch ``max(workers, 1)`` places later. Where a worker falls
+    out of that order (one stops early), a read-ahead fetches bytes another process reads: more requests,
+    never other results. Pass it as the DataLoader's ``batch_sampler``.
+    """
+
+    def __init__(self, batch_sampler: Any, workers: int) -> None:
+        self.batch_sampler = batch_sampler
+        self.span = max(int(workers), 1)
+
+    def __iter__(self) -> Any:
+        waiting: list[ReadAheadBatch] = []
+        for indices in self.batch_sampler:
+            waiting.append(ReadAheadBatch(indices))
+            if len(waiting) > self.span:
+                batch = waiting.pop(0)
+                batch.ahead = list(waiting[-1])
+                yield batch
+        yield from waiting
+
+    def __len__(self) -> int:
+        return len(self.batch_sampler)

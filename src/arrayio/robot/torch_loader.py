@@ -44,7 +44,7 @@ except ModuleNotFoundError as error:  # say which extra installs it
     raise missing("torch", "arrayio.robot.torch_loader") from error
 
 from .torch import plan_decode
-from .torch_batch import SCALE, check_image_format, collate, packed_cameras
+from .torch_batch import SCALE, ReadAheadSampler, check_image_format, collate, packed_cameras
 
 __all__ = ["DecodeChoice", "GpuLoader", "choose_decode"]
 
@@ -384,6 +384,7 @@ class GpuLoader:
     ``stats`` says where the time went (:class:`LoaderStats`).
     ``switch_interval_s``: while the loader iterates, the interpreter's thread
     switch interval is lowered to this (and restored after); None leaves it.
+    Over remote shards each process reads its next batch ahead (:class:`ReadAheadSampler`).
 
     Two threads feed the consumer: one fetches each batch, copies it into
     page-locked buffers and checks its images; the other issues its copies
@@ -426,6 +427,12 @@ class GpuLoader:
         LOG.info("GpuLoader on %s with %d worker(s): %s", self.device, self.num_workers, self.choice)
         self.loader = DataLoader(self.dataset, batch_size=batch_size, num_workers=num_workers, collate_fn=collate,
                                  **loader_options)
+        if getattr(getattr(dataset, "shards", None), "remote", False):  # each process reads its next batch ahead
+            options = {key: value for key, value in loader_options.items()
+                       if key not in ("shuffle", "sampler", "drop_last")}  # they made the batch sampler wrapped
+            self.loader = DataLoader(self.dataset, batch_sampler=ReadAheadSampler(self.loader.batch_sampler,
+                                                                                  num_workers),
+                                     num_workers=num_workers, collate_fn=collate, **options)
         self.stats = LoaderStats()
         self._slots = [_PinnedSlot(self.ops) for _ in range(SLOTS)]
 
