@@ -246,3 +246,49 @@ def test_two_workers_read_ahead_across_remote_shards_as_over_local_files(shard_f
     assert_as_local(list(loader))
     assert not isinstance(GpuLoader(local, batch_size=10, device="cpu", decode="cpu").loader.batch_sampler,
                           ReadAheadSampler)
+
+
+_AFTER_A_WORKER = """
+import json, sys, time, torch
+from arrayio.robot.torch import FrameDataset, collate
+
+def drop_inherited(worker):
+    # What any worker may do: make an fsspec HTTP filesystem of its own (fsspec then forgets the instances
+    # inherited from this process) and collect garbage.
+    import fsspec, gc
+    fsspec.filesystem("http")
+    gc.collect()
+
+urls, options = json.loads(sys.argv[1]), {"read_timeout": 5}
+frames = FrameDataset(urls, storage_options=options, image_format="uint8")  # built with fsspec, here
+frames.shards.file(0)  # a file open here: its fsspec session pools this process's connections
+loader = torch.utils.data.DataLoader(frames, batch_size=16, num_workers=1, collate_fn=collate,
+                                     worker_init_fn=drop_inherited)
+seen = sum(len(batch["index"]) for batch in loader)  # a forked worker reads, then exits
+started = time.monotonic()
+again = FrameDataset(urls, storage_options=options, image_format="uint8")  # this process's connections again
+print(json.dumps([seen, len(again), round(time.monotonic() - started, 1)]))
+"""
+
+
+@pytest.mark.one_client  # the child process chooses its clients itself
+def test_a_worker_that_exits_leaves_this_process_http_connections_alone(shard_files, http_server):
+    """A DataLoader worker inherits this process's fsspec HTTP session: its pooled sockets and its event loop's
+    epoll set are shared with it. When the worker dropped the inherited filesystem, its finalizer closed that
+    session, taking the sockets out of the shared epoll set: this process's next read over HTTP waited out its
+    read timeout ("cannot read (timed out)"). The child now leaves the parent's sessions alone."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    urls = [http_server.put(f"after-worker/{path.name}", path.read_bytes()) for path in shard_files]
+    root = Path(__file__).resolve().parents[2]
+    env = {key: value for key, value in os.environ.items() if key != "ARRAYIO_REMOTE_CLIENT"}
+    env["PYTHONPATH"] = os.pathsep.join([str(root / "src"), env.get("PYTHONPATH", "")])
+    result = subprocess.run([sys.executable, "-c", _AFTER_A_WORKER, json.dumps(urls)], capture_output=True,
+                            text=True, env=env, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    seen, frames, seconds = json.loads(result.stdout.strip().splitlines()[-1])
+    assert seen == frames == SHARDS * EPISODES * FRAMES and seconds < 2

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import abc
 import errno
+import os
 import re
+import selectors
 import sys
+import weakref
 from typing import Any, NamedTuple
 
 from .._optional import require
@@ -31,6 +34,38 @@ def _fsspec_file(target: Any) -> bool:
 def _open_file(target: Any) -> bool:
     core = sys.modules.get("fsspec.core")
     return core is not None and isinstance(target, core.OpenFile)
+
+
+# A forked process inherits the parent's fsspec event loop with its epoll set and its pooled sockets. Closing an
+# inherited session there (fsspec's finalizer of a filesystem the child drops, aiohttp's connector when it is
+# collected) took the parent's sockets out of that shared epoll set, so the parent's next read on such a
+# connection waited out its read timeout (a DataLoader worker ending broke the main process's HTTP reads).
+_PARENT_LOOPS: list[Any] = []
+
+
+def _note_the_fsspec_loop() -> None:
+    """(In the parent, about to fork) remember fsspec's event loop, if one runs."""
+    asyn = sys.modules.get("fsspec.asyn")
+    _PARENT_LOOPS[:] = [loop for loop in getattr(asyn, "loop", []) if loop is not None]
+
+
+def _leave_the_parents_sockets() -> None:
+    """(In the child) give the inherited loop an epoll set of this process's own and no one to report to
+    (aiohttp reports the parent's connections it closes there as unclosed), and never run fsspec's
+    ``close_session`` finalizers of inherited filesystems (each also waited on a loop that runs no more)."""
+    for loop in _PARENT_LOOPS:
+        if getattr(loop, "_selector", None) is not None:
+            loop._selector = selectors.DefaultSelector()
+            loop.set_exception_handler(lambda loop, context: None)
+    _PARENT_LOOPS.clear()
+    registry = getattr(weakref.finalize, "_registry", {})  # there is no public way to list finalizers
+    for finalizer, info in list(registry.items()):
+        if getattr(info.func, "__name__", "") == "close_session":
+            finalizer.detach()
+
+
+os.register_at_fork(before=_note_the_fsspec_loop, after_in_child=_leave_the_parents_sockets,
+                    after_in_parent=_PARENT_LOOPS.clear)
 
 
 
