@@ -3,19 +3,22 @@ S3 server (moto) against the same loader over the local files, 2 DataLoader work
 every shard; requests and bytes per batch as the server counted them.
 
     python benchmarks/kdb_remote_training.py [--shards 4] [--episodes 8] [--frames 100] [--epochs 2]
-                                             [--quick] [--json PATH]
+                                             [--http-delay-ms MS] [--quick] [--json PATH]
 
 The first epoch reads each episode once per worker (one request each, then the block cache answers); the
 second is what later epochs cost. Goal: remote >= 0.8 of local frames/s. Each epoch is the best of
 ``--repeat`` runs with fresh workers, local and remote interleaved; CPU seconds of the workers and of this
 process (where moto's server threads run) are printed beside them: on a 2-core machine moto's share is
-what the cold epoch waits for.
+what the cold epoch waits for. Each remote epoch runs twice: plain, and with each batch's next one read ahead
+(``ReadAheadSampler``). ``--http-delay-ms`` serves the shards over HTTP instead, each GET answered that late:
+what read-ahead is for.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -108,6 +111,66 @@ def best_epochs(kept: list, measured: list) -> list:
     return [max(pair, key=lambda figures: figures[0]) for pair in zip(kept, measured)] if kept else measured
 
 
+SERVE_DELAYED = """
+import sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from remote_servers import RangeServer
+server = RangeServer()
+server.delay = float(sys.argv[2])
+for path in sys.argv[3:]:
+    server.put(f"shards/{Path(path).name}", Path(path).read_bytes())
+server.start()
+print(server.url, flush=True)
+sys.stdin.read()
+server.stop()
+"""
+
+
+class DelayedHttp:
+    """The tests' HTTP range server in another process, each GET answered ``delay_ms`` late (as an object store
+    a round trip away), serving ``paths``; its counts stay in its own process."""
+
+    counts = None
+    options = None
+
+    def __init__(self, delay_ms: float, paths: list[Path]) -> None:
+        self.process = subprocess.Popen([sys.executable, "-c", SERVE_DELAYED, str(HERE.parent / "tests" / "remote"),
+                                         str(delay_ms / 1e3), *map(str, paths)], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, text=True)
+        base = self.process.stdout.readline().strip()
+        self.urls = [f"{base}/shards/{path.name}" for path in paths]
+
+    def stop(self) -> None:
+        self.process.stdin.close()
+        self.process.wait(timeout=60)
+
+
+class Moto:
+    """moto on loopback in this process, holding ``paths`` in a bucket; its counts are the server's own."""
+
+    def __init__(self, paths: list[Path]) -> None:
+        for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                           "AWS_DEFAULT_REGION": "us-east-1"}.items():
+            os.environ.setdefault(key, value)
+        import boto3
+        from remote_servers import CountingMotoServer
+
+        self.server = CountingMotoServer()
+        self.server.start()
+        self.counts = self.server.counts
+        client = boto3.client("s3", endpoint_url=self.server.endpoint, region_name="us-east-1")
+        client.create_bucket(Bucket=BUCKET)
+        for path in paths:
+            client.put_object(Bucket=BUCKET, Key=f"shards/{path.name}", Body=path.read_bytes())
+        self.urls = f"s3://{BUCKET}/shards/*.kdb"  # listed through fsspec, as users name their shards
+        self.options = {"key": "testing", "secret": "testing",
+                        "client_kwargs": {"endpoint_url": self.server.endpoint, "region_name": "us-east-1"}}
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shards", type=int, default=4)
@@ -118,60 +181,53 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=3, help="runs of every epoch, each with fresh workers; "
                         "the best kept")
+    parser.add_argument("--http-delay-ms", type=float, default=None, metavar="MS",
+                        help="serve the shards over HTTP (the tests' range server, in another process), each GET "
+                             "answered after MS milliseconds, as an object store a round trip away; default: moto")
     _rows.add_arguments(parser)
     args = parser.parse_args(argv)
     if args.quick:
         args.shards, args.episodes, args.frames, args.repeat = 2, 4, 64, 1
-    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                       "AWS_DEFAULT_REGION": "us-east-1"}.items():
-        os.environ.setdefault(key, value)
-    import boto3
-    from remote_servers import CountingMotoServer
-
     from arrayio.robot.torch import FrameDataset
 
+    served = "moto on loopback (in this process)" if args.http_delay_ms is None else \
+        f"HTTP on loopback (another process), each GET answered after {args.http_delay_ms:g} ms"
     data = (f"{args.shards} shards x {args.episodes} episodes x {args.frames} frames, 2 JPEG cameras "
             f"{args.size}x{args.size}, batch {args.batch}, 2 workers, {args.epochs} epochs, best of {args.repeat}, "
-            f"moto on loopback (in this process); load average {os.getloadavg()[0]:.1f} at the start")
-    server = CountingMotoServer()
-    server.start()
-    try:
-        client = boto3.client("s3", endpoint_url=server.endpoint, region_name="us-east-1")
-        client.create_bucket(Bucket=BUCKET)
-        options = {"key": "testing", "secret": "testing",
-                   "client_kwargs": {"endpoint_url": server.endpoint, "region_name": "us-east-1"}}
-        with tempfile.TemporaryDirectory() as scratch:
-            paths = write_shards(Path(scratch), args.shards, args.episodes, args.frames, args.size)
-            for path in paths:
-                client.put_object(Bucket=BUCKET, Key=f"shards/{path.name}", Body=path.read_bytes())
-            total = sum(path.stat().st_size for path in paths)
+            f"{served}; load average {os.getloadavg()[0]:.1f} at the start")
+    with tempfile.TemporaryDirectory() as scratch:
+        paths = write_shards(Path(scratch), args.shards, args.episodes, args.frames, args.size)
+        total = sum(path.stat().st_size for path in paths)
+        server = Moto(paths) if args.http_delay_ms is None else DelayedHttp(args.http_delay_ms, paths)
+        try:
             local: list[tuple[float, float, float, float, float]] = []
             remote: dict[bool, list[tuple[float, float, float, float, float]]] = {False: [], True: []}
             for _ in range(args.repeat):  # interleaved, each with fresh workers (a cold first epoch); best kept
                 local = best_epochs(local, epoch_rates(FrameDataset(paths, image_format="uint8"), args.epochs,
                                                        args.batch))
                 for read_ahead in (False, True):
-                    remote_dataset = FrameDataset(f"s3://{BUCKET}/shards/*.kdb", storage_options=options,
-                                                  image_format="uint8")
+                    remote_dataset = FrameDataset(server.urls, storage_options=server.options, image_format="uint8")
                     remote[read_ahead] = best_epochs(remote[read_ahead], epoch_rates(
                         remote_dataset, args.epochs, args.batch, server.counts, read_ahead=read_ahead))
-    finally:
-        server.stop()
+        finally:
+            server.stop()
     print(data)
     rows = []
+    where = "s3" if args.http_delay_ms is None else f"http ({args.http_delay_ms:g} ms a GET)"
     for read_ahead, label in ((False, ""), (True, ", next batch read ahead")):
         for epoch, (mine, theirs) in enumerate(zip(remote[read_ahead], local)):
             remote_rate, requests, sent, server_cpu, worker_cpu = mine
             local_rate, _, _, main_cpu, local_worker_cpu = theirs
-            print(f"epoch {epoch + 1}{label}: local {local_rate:,.0f} frames/s, s3 {remote_rate:,.0f} frames/s "
-                  f"({remote_rate / local_rate:.2f} of local; goal >= 0.8); per batch {requests:.1f} requests, "
-                  f"{sent / 1e6:.2f} MB (shards {total / 1e6:.1f} MB in all)\n"
-                  f"  CPU seconds: workers {local_worker_cpu:.2f} local, {worker_cpu:.2f} s3; main process "
-                  f"{main_cpu:.2f} local, {server_cpu:.2f} s3 (moto's threads run there)")
-            rows.append(_rows.row(AREA, f"epoch {epoch + 1}, 2 workers, s3 vs local files{label}", remote_rate,
+            counted = "requests not counted (the server's own process)" if server.counts is None else \
+                f"per batch {requests:.1f} requests, {sent / 1e6:.2f} MB"
+            print(f"epoch {epoch + 1}{label}: local {local_rate:,.0f} frames/s, remote {remote_rate:,.0f} frames/s "
+                  f"({remote_rate / local_rate:.2f} of local; goal >= 0.8); {counted} (shards {total / 1e6:.1f} MB "
+                  f"in all)\n  CPU seconds: workers {local_worker_cpu:.2f} local, {worker_cpu:.2f} remote; main "
+                  f"process {main_cpu:.2f} local, {server_cpu:.2f} remote (with moto, its threads run there)")
+            rows.append(_rows.row(AREA, f"epoch {epoch + 1}, 2 workers, {where} vs local files{label}", remote_rate,
                                   reference=local_rate, reference_name="same loader on local files",
                                   unit="frames/s", higher_is_better=True, target="s3 / local >= 0.8",
-                                  note=f"{requests:.1f} requests and {sent / 1e6:.2f} MB per batch"))
+                                  note=counted))
     _rows.write(args.json_path, AREA, data, rows)
 
 
