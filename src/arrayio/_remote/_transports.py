@@ -68,7 +68,6 @@ os.register_at_fork(before=_note_the_fsspec_loop, after_in_child=_leave_the_pare
                     after_in_parent=_PARENT_LOOPS.clear)
 
 
-
 class _Response(NamedTuple):
     data: bytes | bytearray | memoryview
     size: int | None   # the object's total size, when the response says it
