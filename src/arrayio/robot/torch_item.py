@@ -44,14 +44,13 @@ def one_item(dataset: Any, item: int) -> dict[str, Any] | None:
                 return None
             out[output.key] = image
             continue
-        name = STEP_FIELDS[output.field]
+        field = column[STEP_FIELDS[output.field]]  # a view of the rows, this process's cache
         if output.windowed:
             rows, pad = dataset._rows(output, episodes, frames - shards.first_frames[episodes],
                                       shards.episode_frames[episodes])
-            picked = column[first_row + rows[0]][name]
+            values = field[first_row + rows[0]]  # the index copies: one contiguous array of the window
         else:
-            picked = column[first_row + local][name]
-        values = np.array(picked, order="C")  # a copy of its own: the rows are this process's cache
+            values = np.array(field[first_row + local])  # a copy of its own, not a view into the cache
         out[output.key] = torch.from_numpy(np.asarray(values != 0) if output.field == "terminal" else values)
         if output.pad_key is not None:
             out[output.pad_key] = torch.from_numpy(pad[0])
