@@ -303,6 +303,10 @@ class Source:
             raise self.errors.truncated_at(what, offset, length, offset + len(data))
         return memoryview(data)
 
+    def views(self, ranges: Iterable[tuple[int, int]], what: str) -> list[memoryview]:
+        """``view`` of each ``(offset, length)`` range, in order."""
+        return [self.view(offset, length, what) for offset, length in ranges]
+
     def array(self, offset: int, count: int, dtype: Any, what: str) -> np.ndarray:
         """``count`` elements of ``dtype`` at ``offset``: a read-only numpy view, bounds-checked."""
         dtype = np.dtype(dtype)

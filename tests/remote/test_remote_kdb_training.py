@@ -75,6 +75,21 @@ def test_two_workers_shuffle_across_remote_shards_as_over_local_files(shard_file
     assert requests <= 3 * SHARDS * 3 + 2 * SHARDS * EPISODES + 4, requests
 
 
+def test_two_workers_fetch_each_section_once_between_them(shard_files, remote_shards, s3_options, s3_server):
+    """With random frames each worker's first batches want nearly every episode: the workers share what they
+    fetch through the set's folder, so each section crosses the wire once (each worker fetched every one)."""
+    dataset = FrameDataset(remote_shards, storage_options=s3_options, image_format="uint8")
+    sections = 0
+    for path in shard_files:
+        with kdb.open(path) as local:
+            sections += int(local.index["images_length"].sum() + local.index["actions_length"].sum())
+    s3_server.counts.reset()
+    assert len(_batches(dataset, workers=2)) == -(-SHARDS * EPISODES * FRAMES // 10)
+    requests, sent = s3_server.counts.total()
+    opening = 2 * SHARDS * (64 * 1024 + 4096)  # each worker's first read of a shard (64 KiB) and its index
+    assert sent <= sections + opening, (sent, sections)
+
+
 def test_one_frame_fetches_its_episode_not_its_shard(shard_files, remote_shards, s3_options, s3_server):
     dataset = FrameDataset(remote_shards, storage_options=s3_options)
     s3_server.counts.reset()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import io
 import itertools
+import os
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -29,6 +30,7 @@ from ._cache import Fetched, _BlockCache
 from ._http import _HTTPTransport, _origin
 from ._obstore import forked, obstore_transport
 from ._settings import split_options
+from ._shared import SharedRanges
 from ._transports import _fsspec_file, _FsspecTransport, _GCSTransport, _open_file, _S3Transport
 
 DEFAULT_READAHEAD = 64 << 10
@@ -103,6 +105,7 @@ class RemoteFile:
         self._size = None if size is None else int(size)
         self._etag = etag
         self._several_ranges: _HTTPTransport | None = None
+        self._shared: SharedRanges | None = None
 
     def _fsspec_transport(self) -> Any:
         fs, path = self.fs, self.path
@@ -317,6 +320,16 @@ class RemoteFile:
             self._cache.add(offset, data)
         return memoryview(data)[:length].toreadonly()
 
+    def read_each(self, ranges: Sequence[tuple[int, int]]) -> list[memoryview]:
+        """``read`` of each ``(offset, length)`` range (checked by the caller), in order: the cached ones
+        looked up under one lock, the others read one by one."""
+        found: list[memoryview | None] = []
+        with self._lock:
+            for offset, length in ranges:
+                cached, count = self._cache.lookup(offset, length)
+                found.append(cached.toreadonly() if count == length else None)
+        return [self.read(offset, length) if view is None else view for view, (offset, length) in zip(found, ranges)]
+
     def read_many(self, ranges: Sequence[tuple[int, int]], gap: int = COALESCE_GAP) -> list[memoryview]:
         """The bytes of many ``(offset, length)`` ranges, read-only, in the order given: ranges at most ``gap``
         apart fetched as one request, the requests sent concurrently (``concurrency`` at a time), nothing cached."""
@@ -348,10 +361,16 @@ class RemoteFile:
         ``together``: small ranges scattered over the object, asked in one several-range GET where the server
         answers those (HTTP), so they cost one round trip, not one each."""
         size = self.size
+        ranges = list(ranges)
+        if self.settings.shared_cache is not None and not together:
+            self._prefetch_shared(ranges, gap)
+            with self._lock:  # what it left uncached is fetched below (it caches range by range, not joined)
+                ranges = [(offset, length) for offset, length in ranges
+                          if not self._cache.covers(offset, max(0, min(length, size - offset)))]
         step = self._window
         budget = step
         pieces = []
-        for start, stop in _coalesce(list(ranges), gap):
+        for start, stop in _coalesce(ranges, gap):
             stop = min(stop, size)
             if stop - start > budget:  # the rest is fetched a window at a time as the reads reach it
                 with self._lock:
@@ -373,6 +392,71 @@ class RemoteFile:
                 self._cache.add(piece[0], data)
 
         _concurrently(fetch, self._fetch_together(pieces) if together else pieces, self.settings.concurrency)
+
+    def _prefetch_shared(self, ranges: list[tuple[int, int]], gap: int) -> None:
+        """Put the ``(offset, length)`` ranges (those that fit the prefetch window) in the cache through the
+        shared folder: each one another process published is mapped from it; those this process claims
+        are fetched (neighbours ``gap`` apart in one request) and published; those another process is
+        fetching are waited for. A range it gave up on, or took too long for, is left to the caller."""
+        shared = self._shared_ranges()
+        budget = self._window
+        wanted = []
+        with self._lock:
+            for offset, length in sorted(ranges):
+                stop = min(offset + length, self._size or 0)
+                if stop <= offset or stop - offset > budget or self._cache.covers(offset, stop - offset):
+                    continue
+                budget -= stop - offset
+                wanted.append((offset, stop))
+        claimed: list[tuple[int, int, Any]] = []
+        waiting = []
+        # Processes that want the same ranges at once claim them from opposite ends (by pid parity, as a
+        # DataLoader's workers are forked one after another): each gets a run of neighbours, fetched in one
+        # request, where claiming in one order would alternate them and cost a request a range.
+        for start, stop in wanted[::-1] if os.getpid() % 2 else wanted:
+            data = shared.load(start, stop)
+            claim = None if data is not None else shared.claim(start, stop)
+            if data is not None:
+                with self._lock:
+                    self._cache.add(start, data)
+            elif claim is not None:
+                claimed.append((start, stop, claim))
+            else:
+                waiting.append((start, stop))
+        runs: list[list[tuple[int, int, Any]]] = []
+        for piece in sorted(claimed, key=lambda piece: piece[0]):  # neighbours a gap apart: one request
+            if runs and piece[0] <= runs[-1][-1][1] + gap:
+                runs[-1].append(piece)
+            else:
+                runs.append([piece])
+
+        def fetch(run: list[tuple[int, int, Any]]) -> None:
+            first = run[0][0]
+            data = memoryview(self._request(first, run[-1][1]))
+            for start, stop, claim in run:
+                piece = data[start - first:stop - first]
+                shared.publish(claim, piece)
+                with self._lock:
+                    self._cache.add(start, piece)
+
+        try:
+            _concurrently(fetch, runs, self.settings.concurrency)
+        finally:
+            for _start, _stop, claim in claimed:
+                shared.abandon(claim)  # those left unpublished by a failed fetch
+        patience = self.settings.timeout or self.settings.read_timeout
+        for start, stop in waiting:
+            data = shared.wait(start, stop, patience)
+            if data is not None:
+                with self._lock:
+                    self._cache.add(start, data)
+
+    def _shared_ranges(self) -> SharedRanges:
+        """The shared folder's view of this object's version (known once it was opened)."""
+        if self._shared is None:
+            self._shared = SharedRanges(str(self.settings.shared_cache), f"{self.url}\0{self._size}\0{self._etag}",
+                                        int(self.settings.shared_cache_bytes))
+        return self._shared
 
     def iter_ranges(self, ranges: Iterable[tuple[int, int]], *, part: int = 8 << 20,
                     threads: int = 8) -> Iterator[tuple[int, Fetched]]:
@@ -495,6 +579,15 @@ class RemoteSource(Source):
         if self.closed:
             raise ValueError("I/O operation on a closed source")
         return self.remote.read(offset, length)
+
+    def views(self, ranges: Iterable[tuple[int, int]], what: str) -> list[memoryview]:
+        """``view`` of each ``(offset, length)`` range, in order: those the cache holds looked up at once."""
+        ranges = list(ranges)
+        for offset, length in ranges:
+            self.check(offset, length, what)
+        if self.closed:
+            raise ValueError("I/O operation on a closed source")
+        return self.remote.read_each(ranges)
 
     def prefetch(self, ranges: Iterable[tuple[int, int]], gap: int = 0, *, together: bool = False) -> None:
         """Fetch the ``(offset, length)`` ranges about to be read, those at most ``gap`` apart in one request

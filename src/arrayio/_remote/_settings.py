@@ -1,4 +1,5 @@
-"""arrayio's own keys in ``storage_options``: which client reads, timeouts, redirects, parallel reads.
+"""arrayio's own keys in ``storage_options``: which client reads, timeouts, redirects, parallel reads, a
+cache shared between processes.
 
 They are taken out before the rest goes to the backend (fsspec's filesystem
 or obstore's store), so one ``storage_options`` dict serves both clients.
@@ -26,6 +27,8 @@ class TransportSettings:
     cross_origin_redirects: bool = False  # follow a redirect to another scheme, host or port
     part_bytes: int = 8 << 20            # reads above this many bytes go out as ranged GETs of this size ...
     concurrency: int = 8                 # ... this many at a time, assembled into one buffer
+    shared_cache: str | None = None      # a folder through which processes share the ranges they prefetch ...
+    shared_cache_bytes: int = 1 << 30    # ... holding at most this many bytes
 
     def __post_init__(self) -> None:
         if self.client is not None and self.client not in CLIENTS:
@@ -34,9 +37,11 @@ class TransportSettings:
             value = getattr(self, name)
             if value is not None and not float(value) > 0:
                 raise ValueError(f"storage_options {name}={value!r}: expected a number of seconds above 0")
-        if int(self.part_bytes) < 1 or int(self.concurrency) < 1:
-            raise ValueError(f"storage_options part_bytes={self.part_bytes!r}, concurrency={self.concurrency!r}: "
-                             f"expected positive integers")
+        if int(self.part_bytes) < 1 or int(self.concurrency) < 1 or int(self.shared_cache_bytes) < 1:
+            raise ValueError(f"storage_options part_bytes={self.part_bytes!r}, concurrency={self.concurrency!r}, "
+                             f"shared_cache_bytes={self.shared_cache_bytes!r}: expected positive integers")
+        if self.shared_cache is not None and not os.path.isdir(self.shared_cache):
+            raise ValueError(f"storage_options shared_cache={self.shared_cache!r}: expected an existing folder")
 
 
 def preferred_client(settings: TransportSettings) -> str:

@@ -22,6 +22,8 @@ EPISODE_GAP = 4096
 class BatchReads:
     """Batched reads over a KdbFile's episodes (mixed into KdbFile)."""
 
+    _sorted_sections: np.ndarray | None = None  # each episode's image section start, sorted (image_bytes)
+
     # ``self`` is a KdbFile: its entry(), image_records() and source.
     @property
     def file_size(self: Any) -> int:
@@ -72,22 +74,22 @@ class BatchReads:
             for start, size in zip(starts.tolist(), sizes.tolist()):
                 self.source.check(start, size, "image")
             return [buffer[start:start + size] for start, size in zip(starts.tolist(), sizes.tolist())]
-        sections = self.index["images_offset"].astype(np.int64)
-        self.source.prefetch(episode_spans(starts, sizes, sections))
-        return [self.source.view(start, size, "image") for start, size in zip(starts.tolist(), sizes.tolist())]
+        if self._sorted_sections is None:
+            self._sorted_sections = np.sort(self.index["images_offset"].astype(np.int64))
+        self.source.prefetch(episode_spans(starts, sizes, self._sorted_sections))
+        return self.source.views(zip(starts.tolist(), sizes.tolist()), "image")
 
 
 def episode_spans(starts: np.ndarray, sizes: np.ndarray, sections: np.ndarray) -> list[tuple[int, int]]:
-    """(offset, length) per episode image section that ``sections`` (each episode's start) places the
-    ranges in: from the first range's start to the last one's end. A span never crosses into another
+    """(offset, length) per episode image section that ``sections`` (each episode's start, sorted) places
+    the ranges in: from the first range's start to the last one's end. A span never crosses into another
     episode, so a section already fetched whole (by image_table) covers it."""
     if not len(starts):
         return []
-    order = np.sort(sections)
-    episode = np.searchsorted(order, starts, side="right") - 1
-    spans = []
-    for number in np.unique(episode).tolist():
-        chosen = episode == number
-        first, last = int(starts[chosen].min()), int((starts + sizes)[chosen].max())
-        spans.append((first, last - first))
-    return spans
+    episode = np.searchsorted(sections, starts, side="right") - 1
+    order = np.argsort(episode, kind="stable")
+    grouped = episode[order]
+    heads = np.flatnonzero(np.concatenate([[True], grouped[1:] != grouped[:-1]]))
+    firsts = np.minimum.reduceat(starts[order], heads)
+    lasts = np.maximum.reduceat((starts + sizes)[order], heads)
+    return list(zip(firsts.tolist(), (lasts - firsts).tolist()))

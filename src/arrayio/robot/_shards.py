@@ -15,6 +15,7 @@ import contextlib
 import glob
 import math
 import os
+import weakref
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -23,6 +24,7 @@ import numpy as np
 
 from .._edge import options_for
 from .._remote._settings import CLIENT_VARIABLE
+from .._remote._shared import make_shared_folder, remove_shared_folder
 from .._sources import expand_url_pattern, is_remote, is_url_pattern
 from ..kdb import IMAGE_TABLE_DTYPE, NO_IMAGE, KdbFile
 
@@ -99,6 +101,13 @@ class ShardSet:
         self.dims: dict[str, int] = {}  # state and action sizes of the first episode
         self._files: dict[int, KdbFile] = {}
         self._pid = os.getpid()
+        self._builder = self._pid
+        # Other processes (DataLoader workers) share the sections they fetch through a folder: with random
+        # frames each worker's first batches ask for nearly every episode, fetched once for all of them.
+        self._shared: tuple[str, int] | None = None
+        if self.remote and "shared_cache" not in (storage_options or {}):
+            self._shared = make_shared_folder()
+            weakref.finalize(self, remove_shared_folder, self._shared[0], self._builder)
         # Where the set is built, remote shards are read with fsspec unless a client is named: obstore's runtime
         # does not survive a fork, so a process that started it hands its DataLoader workers fsspec, which
         # costs them 3-4x the CPU per byte (measured with moto); workers forked from here use obstore.
@@ -125,6 +134,12 @@ class ShardSet:
         self._forget_rows()
 
     @property
+    def shared_cache(self) -> str | None:
+        """The folder through which other processes (DataLoader workers) share the sections they fetch from
+        remote shards (None for local ones, or where ``storage_options`` name one: ``shared_cache``)."""
+        return None if self._shared is None else self._shared[0]
+
+    @property
     def num_episodes(self) -> int:
         """Episodes over every shard."""
         return len(self.episode_frames)
@@ -147,6 +162,8 @@ class ShardSet:
 
     def _open(self, shard: int, storage_options: dict | None = None) -> KdbFile:
         options = self.storage_options if storage_options is None else storage_options
+        if self._shared is not None and os.getpid() != self._builder:
+            options = {**(options or {}), "shared_cache": self._shared[0], "shared_cache_bytes": self._shared[1]}
         return open_shard(self.sources[shard], options, on_bad_image=self.on_bad_image)
 
     def _forget_rows(self) -> None:
