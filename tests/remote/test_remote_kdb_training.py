@@ -90,6 +90,57 @@ def test_two_workers_fetch_each_section_once_between_them(shard_files, remote_sh
     assert sent <= sections + opening, (sent, sections)
 
 
+def _in_a_forked_worker(call, *args):
+    """What ``call(*args)`` returns (or the repr of what it raised) in a process forked from this one, as a
+    DataLoader forks its workers."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    answers = context.Queue()
+
+    def run() -> None:
+        try:
+            answers.put(call(*args))
+        except Exception as error:  # said to the test, not lost in the child
+            answers.put(repr(error))
+
+    child = context.Process(target=run)
+    child.start()
+    answer = answers.get(timeout=60)
+    child.join(timeout=60)
+    return answer
+
+
+def _frames_of_every_shard(dataset) -> list[list[int]]:
+    return [dataset.shards.file(shard).index["num_frames"].tolist() for shard in range(SHARDS)]
+
+
+def test_workers_open_the_shards_without_a_request(remote_shards, s3_options, s3_server):
+    """Each shard's start and index, read where the set was built, are in the set's folder, and its size and
+    ETag travel with the set: a worker opens every shard without asking the server (2 requests each before)."""
+    dataset = FrameDataset(remote_shards, storage_options=s3_options)
+    s3_server.counts.reset()
+    assert _in_a_forked_worker(_frames_of_every_shard, dataset) == [[FRAMES] * EPISODES] * SHARDS
+    assert s3_server.counts.total() == (0, 0)
+
+
+def _first_frame_state(dataset) -> list[int]:
+    return dataset[0]["state"].tolist()
+
+
+def test_a_shard_replaced_after_the_set_was_built_is_refused_by_the_worker(remote_shards, s3_options, s3_put,
+                                                                         shard_files):
+    """The worker checks what the server sends against the version the set was built from (the header and
+    index in the folder are that version's): a shard replaced in between, at the same size, is an error that
+    names it, not frames of two versions."""
+    dataset = FrameDataset(remote_shards, storage_options=s3_options, image_format="uint8")
+    data = bytearray(shard_files[0].read_bytes())
+    data[-1] ^= 0xFF  # the same size, another ETag
+    s3_put(remote_shards.split(f"{BUCKET}/", 1)[1].replace("*", "part-0"), bytes(data))
+    answer = _in_a_forked_worker(_first_frame_state, dataset)
+    assert "ObjectChangedError" in answer and "part-0.kdb" in answer and "ETag" in answer, answer
+
+
 def test_one_frame_fetches_its_episode_not_its_shard(shard_files, remote_shards, s3_options, s3_server):
     dataset = FrameDataset(remote_shards, storage_options=s3_options)
     s3_server.counts.reset()

@@ -217,3 +217,23 @@ def test_a_local_shard_set_has_no_folder(tmp_path):
     with kdb.Writer(path) as writer:
         writer.add_episode(np.zeros((5, 3), np.float32), np.zeros((5, 2), np.float32))
     assert ShardSet(path).shared_cache is None
+
+
+def test_a_given_etag_is_checked_where_both_clients_report_it_alike(http_server):
+    from arrayio import ObjectChangedError
+
+    url = http_server.put("shared/versioned.bin", OBJECT)
+    with pytest.raises(ObjectChangedError, match="versioned.bin.*ETag"):  # HTTP: both read the ETag header
+        RemoteFile(url, {"client": "fsspec"}, size=len(OBJECT), etag='"another"', etag_client="obstore").read(0, 10)
+    for client in ("fsspec", None):  # the same client, or none named: the ETag is taken as given
+        with pytest.raises(ObjectChangedError, match="ETag"):
+            RemoteFile(url, {"client": "fsspec"}, size=len(OBJECT), etag='"another"', etag_client=client).read(0, 10)
+
+
+def test_an_etag_another_client_reports_in_another_form_is_not_kept():
+    import fsspec
+
+    fsspec.filesystem("memory").pipe("/shared/versioned.bin", OBJECT)
+    remote = RemoteFile("memory://shared/versioned.bin", size=len(OBJECT), etag="a generation number",
+                        etag_client="obstore")
+    assert remote.etag is None and bytes(remote.read(0, 10)) == OBJECT[:10]

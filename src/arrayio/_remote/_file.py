@@ -39,6 +39,8 @@ DEFAULT_CACHE_BYTES = 32 << 20
 COALESCE_GAP = 64 << 10
 # Origins whose servers answered several ranges with the whole object: asked one range a request from then on.
 _SINGLE_RANGE_ORIGINS: set[tuple[str, str, int | None]] = set()
+# Schemes whose ETag both clients report alike (the response's ETag header, quotes and all).
+_SAME_ETAGS = frozenset({"s3", "s3a", "http", "https"})
 # Announced spans remembered for windowed fetching (the latest ones).
 _PLANNED_SPANS = 16
 
@@ -67,12 +69,14 @@ class RemoteFile:
     request fetches ``readahead`` bytes from the start and learns the
     object's size and ETag, and every later response must agree with them.
     Reads above ``part_bytes`` go out as ranged GETs of that size,
-    ``concurrency`` at a time (both ``storage_options`` keys).
+    ``concurrency`` at a time (both ``storage_options`` keys). ``size`` and
+    ``etag`` given (as ``etag_client`` reported it) spare that first request;
+    an ETag another client reports in another form (GCS, Azure) is not kept.
     """
 
     def __init__(self, target: Any, storage_options: dict | None = None, *,
                  cache_bytes: int = DEFAULT_CACHE_BYTES, readahead: int = DEFAULT_READAHEAD,
-                 size: int | None = None, etag: str | None = None) -> None:
+                 size: int | None = None, etag: str | None = None, etag_client: str | None = None) -> None:
         self.storage_options = dict(storage_options or {})
         self.settings, self._backend_options = split_options(self.storage_options)
         self._fs: Any = None
@@ -96,6 +100,8 @@ class RemoteFile:
         else:
             raise TypeError(f"expected a URL or an fsspec file, got {type(target).__name__}")
         self.client = "obstore" if transport is not None else "fsspec"
+        if etag_client not in (None, self.client) and self.url.partition("://")[0].lower() not in _SAME_ETAGS:
+            etag = None
         self.readahead = int(readahead)
         self.stats = SourceStats()
         self._transport = transport if transport is not None else self._fsspec_transport()
@@ -158,6 +164,8 @@ class RemoteFile:
                 data = self._request(0, max(self.readahead, 1))
                 with self._lock:
                     self._cache.add(0, data)
+                if self.settings.shared_cache is not None:  # the start other processes open the object with
+                    self._shared_ranges().offer(0, data)
             else:
                 with self._lock:
                     self.stats.requests += 1
@@ -315,7 +323,11 @@ class RemoteFile:
             stop = min(size, max(stop, offset + self.readahead))
         # Inside a span announced by prefetch that the cache could not take at once: fetch its next window.
         stop = max(stop, min(self._planned_end(start), start + self._window, size))
-        data = self._request(start, stop, head=prefix)
+        if self.settings.shared_cache is None:
+            data = self._request(start, stop, head=prefix)
+        else:
+            data = self._through_folder(start, stop)
+            data = prefix + bytes(data) if prefix else data
         with self._lock:
             self._cache.add(offset, data)
         return memoryview(data)[:length].toreadonly()
@@ -444,12 +456,33 @@ class RemoteFile:
         finally:
             for _start, _stop, claim in claimed:
                 shared.abandon(claim)  # those left unpublished by a failed fetch
-        patience = self.settings.timeout or self.settings.read_timeout
         for start, stop in waiting:
-            data = shared.wait(start, stop, patience)
+            data = shared.wait(start, stop, self._patience)
             if data is not None:
                 with self._lock:
                     self._cache.add(start, data)
+
+    def _through_folder(self, start: int, stop: int) -> Fetched:
+        """``[start, stop)`` by way of the shared folder: as another process published it; else fetched here
+        and published; else (another process is fetching it) waited for, and fetched here if it gave up."""
+        shared = self._shared_ranges()
+        data = shared.load(start, stop)
+        if data is not None:
+            return data
+        claim = shared.claim(start, stop)
+        if claim is None:
+            return shared.wait(start, stop, self._patience) or self._request(start, stop)
+        try:
+            data = self._request(start, stop)
+            shared.publish(claim, data)
+        finally:
+            shared.abandon(claim)
+        return data
+
+    @property
+    def _patience(self) -> float:
+        """How long to wait for a range another process fetches: as long as that fetch may take."""
+        return self.settings.timeout or self.settings.read_timeout
 
     def _shared_ranges(self) -> SharedRanges:
         """The shared folder's view of this object's version (known once it was opened)."""
@@ -566,6 +599,11 @@ class RemoteSource(Source):
     def stats(self) -> SourceStats:
         """Requests sent and bytes received for this object."""
         return self.remote.stats
+
+    @property
+    def version(self) -> tuple[int, str | None, str]:
+        """(size, ETag, client) of the object as it was opened."""
+        return self.remote.size, self.remote.etag, self.remote.client
 
     def check(self, offset: int, length: int, what: str) -> None:
         """Like Source.check; a range past the end names the URL."""

@@ -113,6 +113,12 @@ class SharedRanges:
             os.close(claim.fd)
         self._count(len(data))
 
+    def offer(self, start: int, data: Fetched) -> None:
+        """Publish bytes fetched at ``start`` without a claim first, unless another process holds them."""
+        claim = self.claim(start, start + len(data))
+        if claim is not None:
+            self.publish(claim, data)
+
     @staticmethod
     def abandon(claim: Claim) -> None:
         """Give the claim up unpublished (the fetch failed): waiting processes fetch the range themselves."""

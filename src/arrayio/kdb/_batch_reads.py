@@ -26,6 +26,12 @@ class BatchReads:
 
     # ``self`` is a KdbFile: its entry(), image_records() and source.
     @property
+    def remote_version(self: Any) -> tuple[int, str | None, str] | None:
+        """(size, ETag, client) of a remote file as it was opened (what another process may open it with);
+        None for a local one."""
+        return self.source.version
+
+    @property
     def file_size(self: Any) -> int:
         """The file's size in bytes (what ``arrayio kdb stats`` splits into sections)."""
         return int(self.source.size)

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from .._edge import options_for
+from .._remote import RemoteFile
 from .._remote._settings import CLIENT_VARIABLE
 from .._remote._shared import make_shared_folder, remove_shared_folder
 from .._sources import expand_url_pattern, is_remote, is_url_pattern
@@ -102,19 +103,25 @@ class ShardSet:
         self._files: dict[int, KdbFile] = {}
         self._pid = os.getpid()
         self._builder = self._pid
-        # Other processes (DataLoader workers) share the sections they fetch through a folder: with random
-        # frames each worker's first batches ask for nearly every episode, fetched once for all of them.
-        self._shared: tuple[str, int] | None = None
-        if self.remote and "shared_cache" not in (storage_options or {}):
-            self._shared = make_shared_folder()
-            weakref.finalize(self, remove_shared_folder, self._shared[0], self._builder)
         # Where the set is built, remote shards are read with fsspec unless a client is named: obstore's runtime
         # does not survive a fork, so a process that started it hands its DataLoader workers fsspec, which
         # costs them 3-4x the CPU per byte (measured with moto); workers forked from here use obstore.
         named = "client" in (storage_options or {}) or os.environ.get(CLIENT_VARIABLE)
         building = {"client": "fsspec", **(storage_options or {})} if self.remote and not named else None
+        # Other processes (DataLoader workers) share the sections they fetch through a folder: with random
+        # frames each worker's first batches ask for nearly every episode, fetched once for all of them.
+        # What is read here (each shard's start and index) goes there too, and the workers open each shard
+        # with its size and ETag from here: they open it without a request.
+        self._shared: tuple[str, int] | None = None
+        if self.remote and "shared_cache" not in (storage_options or {}):
+            self._shared = make_shared_folder()
+            weakref.finalize(self, remove_shared_folder, self._shared[0], self._builder)
+            building = {**(building or storage_options or {}), "shared_cache": self._shared[0],
+                        "shared_cache_bytes": self._shared[1]}
+        self._versions: list[tuple[int, str | None, str] | None] = []
         for shard in range(len(self.sources)):
             with self._open(shard, building) as kdb:  # closed again: thousands of shards must not hold many maps
+                self._versions.append(kdb.remote_version)
                 counts = kdb.index["num_frames"].astype(np.int64)
                 shards.append(np.full(len(counts), shard, np.int32))
                 positions.append(np.arange(len(counts), dtype=np.int64))
@@ -161,10 +168,17 @@ class ShardSet:
         return kdb
 
     def _open(self, shard: int, storage_options: dict | None = None) -> KdbFile:
-        options = self.storage_options if storage_options is None else storage_options
-        if self._shared is not None and os.getpid() != self._builder:
-            options = {**(options or {}), "shared_cache": self._shared[0], "shared_cache_bytes": self._shared[1]}
-        return open_shard(self.sources[shard], options, on_bad_image=self.on_bad_image)
+        if storage_options is not None or self._shared is None or os.getpid() == self._builder:
+            options = self.storage_options if storage_options is None else storage_options
+            return open_shard(self.sources[shard], options, on_bad_image=self.on_bad_image)
+        options = {**(self.storage_options or {}), "shared_cache": self._shared[0],
+                   "shared_cache_bytes": self._shared[1]}
+        version, source = self._versions[shard], self.sources[shard]
+        if version is None or not isinstance(source, str):  # a local path among remote shards, an open file
+            return open_shard(source, options, on_bad_image=self.on_bad_image)
+        size, etag, client = version
+        return open_shard(RemoteFile(source, options, size=size, etag=etag, etag_client=client),
+                          on_bad_image=self.on_bad_image)
 
     def _forget_rows(self) -> None:
         self._images = _EpisodeRows(self.num_episodes, IMAGE_TABLE_BUDGET)
