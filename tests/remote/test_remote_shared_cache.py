@@ -237,3 +237,19 @@ def test_an_etag_another_client_reports_in_another_form_is_not_kept():
     remote = RemoteFile("memory://shared/versioned.bin", size=len(OBJECT), etag="a generation number",
                         etag_client="obstore")
     assert remote.etag is None and bytes(remote.read(0, 10)) == OBJECT[:10]
+
+
+def _episodes_once_the_folder_is_gone(shards) -> list[int]:
+    import shutil
+
+    shutil.rmtree(shards.shared_cache)
+    return [len(shards.file(shard)) for shard in range(len(shards.sources))]
+
+
+def test_a_worker_whose_folder_is_gone_reads_on_without_it(shard_urls):
+    from arrayio.robot._shards import ShardSet
+
+    shards = ShardSet(shard_urls)
+    context = multiprocessing.get_context("fork")
+    with context.Pool(1) as pool:
+        assert pool.apply(_episodes_once_the_folder_is_gone, (shards,)) == [1, 1]

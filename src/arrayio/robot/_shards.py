@@ -168,7 +168,8 @@ class ShardSet:
         return kdb
 
     def _open(self, shard: int, storage_options: dict | None = None) -> KdbFile:
-        if storage_options is not None or self._shared is None or os.getpid() == self._builder:
+        if storage_options is not None or self._shared is None or os.getpid() == self._builder or \
+                not os.path.isdir(self._shared[0]):  # gone with the set that made it (a copy outlived it)
             options = self.storage_options if storage_options is None else storage_options
             return open_shard(self.sources[shard], options, on_bad_image=self.on_bad_image)
         options = {**(self.storage_options or {}), "shared_cache": self._shared[0],
