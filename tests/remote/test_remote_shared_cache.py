@@ -253,3 +253,15 @@ def test_a_worker_whose_folder_is_gone_reads_on_without_it(shard_urls):
     context = multiprocessing.get_context("fork")
     with context.Pool(1) as pool:
         assert pool.apply(_episodes_once_the_folder_is_gone, (shards,)) == [1, 1]
+
+
+def test_opened_with_a_size_only_the_first_answer_s_etag_is_checked_from_then_on(http_server):
+    from arrayio import ObjectChangedError
+
+    url = http_server.put("shared/size-only.bin", OBJECT)
+    remote = RemoteFile(url, {"client": "fsspec"}, size=len(OBJECT), readahead=1)
+    assert remote.etag is None
+    assert bytes(remote.read(0, 10)) == OBJECT[:10] and remote.etag is not None
+    http_server.put("shared/size-only.bin", OBJECT[::-1])  # the same size, another ETag
+    with pytest.raises(ObjectChangedError, match="size-only.bin.*ETag"):
+        remote.read(1 << 19, 10)

@@ -245,6 +245,8 @@ class RemoteFile:
             if self._size is None:
                 self._size = response.size if response.size is not None else len(response.data)
                 self._etag = response.etag
+            elif self._etag is None:  # opened with a size only (or after a change of client): checked from here on
+                self._etag = response.etag
         self._check_version(response.size, response.etag)
         wanted = max(0, min(stop, self._size) - start)
         if len(response.data) < wanted:

@@ -13,7 +13,6 @@ budget the oldest ranges are removed (a process that mapped one keeps its pages 
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import hashlib
 import mmap
@@ -103,11 +102,9 @@ class SharedRanges:
             while len(view):
                 view = view[os.write(claim.fd, view):]
             os.rename(claim.part, claim.final)
-        except OSError as error:  # a full folder: the range is not shared, the reads go on
+        except OSError:  # a full or vanished folder: the range is not shared, the reads go on
             with contextlib.suppress(OSError):
                 os.unlink(claim.part)
-            if error.errno not in (errno.ENOSPC, errno.EDQUOT, errno.ENOENT):
-                raise
         finally:
             claim.ended = True
             os.close(claim.fd)
