@@ -235,3 +235,33 @@ def test_unreadable_image_messages_name_no_memory_address():
     with pytest.raises(ValueError) as decoded:
         decode(memoryview(b"GIF8 but not an image"), 4, 4, 3)
     assert str(decoded.value) == "UnidentifiedImageError: cannot identify image file"
+
+
+def _image_tables(data: bytes) -> list:
+    """Every episode's image table as lists, or the error opening the file or reading a table raised."""
+    try:
+        with kdb.open(data) as f:
+            tables = []
+            for position in range(len(f)):
+                try:
+                    tables.append({camera: column.tolist() for camera, column in f.image_table(position).items()})
+                except FormatError as error:
+                    tables.append(f"{type(error).__name__}: {error}")
+            return tables
+    except FormatError as error:
+        return [f"{type(error).__name__}: {error}"]
+
+
+def test_image_tables_walked_whole_equal_those_walked_frame_by_frame(rich, monkeypatch):
+    """image_table walks an episode's section in one loop; where a record cannot be taken at face value it
+    leaves the section to the reader's parser. Both give the same tables, and the same errors, everywhere."""
+    from arrayio.kdb import _batch_reads
+
+    twice = rich.replace(b"wrist", b"front", 1)  # frame 0 of episode 0: "front" twice, no "wrist"
+    cases = {"rich": rich, "golden": GOLDEN, "a camera named twice in a frame": twice, **corpus(rich)}
+    quick = {name: _image_tables(data) for name, data in cases.items()}
+    monkeypatch.setattr(_batch_reads, "_section_records", lambda *args: None)
+    assert quick == {name: _image_tables(data) for name, data in cases.items()}
+    first, second = quick["rich"][0]["front"][:2], quick["a camera named twice in a frame"][0]
+    assert second["front"][:2] == first and second["wrist"][0][1] == -1  # the first record counts; none for wrist
+    assert sum(isinstance(tables[0], str) for tables in quick.values()) > 40  # the corpus's errors compared too

@@ -247,20 +247,19 @@ def test_mixture_of_packed_datasets_keeps_items_in_place(shards):
 
 
 def test_image_tables_are_parsed_once_and_bounded(shards, monkeypatch):
-    from arrayio.kdb import _reader
+    from arrayio.kdb import _batch_reads
     from arrayio.robot import _shards
 
     parsed = []
-    parse = _reader.parse_frame
+    walk = _batch_reads._section_records
 
-    def counted(walk, frame, offset, *, with_records):
-        if with_records:  # a frame's records read (not only walked past)
-            parsed.append((id(walk), walk.position, frame))
-        return parse(walk, frame, offset, with_records=with_records)
+    def counted(section, frames, base, names):
+        parsed.extend((id(names), base, frame) for frame in range(frames))  # every frame of the episode walked
+        return walk(section, frames, base, names)
 
-    monkeypatch.setattr(_reader, "parse_frame", counted)
+    monkeypatch.setattr(_batch_reads, "_section_records", counted)
     dataset = FrameDataset(shards, image_format="uint8")
-    parsed.clear()  # building the set reads the first frame's cameras
+    parsed.clear()
     reference = [dataset[item]["image.front"] for item in range(len(dataset))]
     assert len(parsed) == len(dataset) == len(set(parsed))  # every frame's records walked once
     assert (dataset.shards._images.start >= 0).sum() == 6  # one row block per episode touched

@@ -7,22 +7,33 @@ file through them and never through its ``source``.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+
+from ..errors import FormatError
+from ._codec import decode_utf8
+from ._records import IMAGE_HEADER, STRING_LENGTH
 
 IMAGE_TABLE_DTYPE = np.dtype([("offset", np.int64), ("length", np.int64), ("height", np.int64),
                               ("width", np.int64), ("channels", np.int64), ("format", np.int64)])
 NO_IMAGE = np.array((0, -1, 0, 0, 0, 0), IMAGE_TABLE_DTYPE)
 # Sections of neighbouring episodes this close (a metadata blob between them) are fetched in one request.
 EPISODE_GAP = 4096
+# A remote episode's image section up to this size is walked for its table as one buffer (the prefetch
+# that precedes it fetched it whole); a larger one is walked frame by frame, fetched as the walk goes.
+WHOLE_SECTION_BYTES = 8 << 20
+_READ_U16 = STRING_LENGTH.field_unpacker("length")
+_READ_IMAGE_HEADER = IMAGE_HEADER.unpack_plain
 
 
 class BatchReads:
     """Batched reads over a KdbFile's episodes (mixed into KdbFile)."""
 
     _sorted_sections: np.ndarray | None = None  # each episode's image section start, sorted (image_bytes)
+    _camera_names: dict[bytes, str]  # a camera name's bytes -> the name, decoded once per file
 
     # ``self`` is a KdbFile: its entry(), image_records() and source.
     @property
@@ -44,16 +55,21 @@ class BatchReads:
         frames = int(entry.num_frames)
         # A remote file: the section in one request, not one per frame walked.
         self.source.prefetch([(entry.images_offset, entry.images_length)])
-        found: dict[str, dict[int, tuple]] = {}  # camera -> {frame: its first record there}
-        for frame in range(frames):
-            records = self.image_records(position, frame)
-            for record in records:
-                found.setdefault(record.camera, {}).setdefault(frame, (
-                    record.offset, record.length, record.height, record.width, record.channels, record.format))
+        found = None
+        if self.source.buffer is not None or entry.images_length <= WHOLE_SECTION_BYTES:
+            section = self.source.view(int(entry.images_offset), int(entry.images_length),
+                                       f"episode {position} image section")
+            found = _section_records(section, frames, int(entry.images_offset), self._camera_names)
+        if found is None:  # a record the quick walk cannot take at face value: the reader's parser says why
+            found = {}
+            for frame in range(frames):
+                for record in self.image_records(position, frame):
+                    _add_row(found, record.camera, frame, (record.offset, record.length, record.height,
+                                                           record.width, record.channels, record.format))
         table: dict[str, np.ndarray] = {}
-        for camera, rows in found.items():  # one array per camera, filled at once
+        for camera, (numbers, rows) in found.items():  # one array per camera, filled at once
             column = table[camera] = np.full(frames, NO_IMAGE)
-            column[list(rows)] = list(rows.values())
+            column[numbers] = np.array(rows, np.int64).view(IMAGE_TABLE_DTYPE).reshape(-1)  # its fields: 6 int64
         return table
 
     def prefetch_episodes(self: Any, positions: Sequence[int], *, images: bool = True) -> None:
@@ -84,6 +100,54 @@ class BatchReads:
             self._sorted_sections = np.sort(self.index["images_offset"].astype(np.int64))
         self.source.prefetch(episode_spans(starts, sizes, self._sorted_sections))
         return self.source.views(zip(starts.tolist(), sizes.tolist()), "image")
+
+
+Rows = dict[str, tuple[list[int], list[tuple]]]
+
+
+def _add_row(found: Rows, camera: str, frame: int, row: tuple) -> None:
+    """Add ``camera``'s record at ``frame`` (frames in order) unless it has one there: the first one counts."""
+    numbers, rows = found.setdefault(camera, ([], []))
+    if not numbers or numbers[-1] != frame:
+        numbers.append(frame)
+        rows.append(row)
+
+
+def _section_records(section: memoryview, frames: int, base: int, names: dict[bytes, str]) -> Rows | None:
+    """{camera: ([frame, ...], [(offset, length, height, width, channels, format) of its first record at
+    each], ...)} of an episode's whole image ``section`` (at ``base`` in the file), walked in one loop;
+    None where a record runs past the section or a name is not UTF-8, for the reader's parser to say
+    what is wrong. Known names are decoded once per file (``names``)."""
+    found: Rows = {}
+    size = len(section)
+    header_size = IMAGE_HEADER.size
+    offset = 0
+    try:
+        for frame in range(frames):
+            (count,) = _READ_U16(section, offset)
+            offset += 2
+            for _camera in range(count):
+                (name_length,) = _READ_U16(section, offset)
+                name_at = offset + 2
+                header_at = name_at + name_length
+                width, height, channels, kind, length = _READ_IMAGE_HEADER(section, header_at)
+                data_at = header_at + header_size
+                offset = data_at + length
+                if offset > size:
+                    return None
+                raw = bytes(section[name_at:header_at])
+                name = names.get(raw)
+                if name is None:
+                    name = names[raw] = decode_utf8(memoryview(raw), "camera name", base + name_at)
+                column = found.get(name)
+                if column is None:
+                    column = found[name] = ([], [])
+                if not column[0] or column[0][-1] != frame:  # the first record of a camera in a frame counts
+                    column[0].append(frame)
+                    column[1].append((base + data_at, length, height, width, channels, kind))
+    except (struct.error, FormatError):
+        return None
+    return found
 
 
 def episode_spans(starts: np.ndarray, sizes: np.ndarray, sections: np.ndarray) -> list[tuple[int, int]]:

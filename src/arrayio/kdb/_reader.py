@@ -284,6 +284,7 @@ class KdbFile(ReaderBase, BatchReads, EntryLines):
         self._steps: dict[int, np.ndarray] = {}
         self._positions_by_id: dict[int, int] | None = None
         self._first_frames: np.ndarray | None = None
+        self._camera_names: dict[bytes, str] = {}
 
     # -- opening -------------------------------------------------------------------------------
 
