@@ -336,12 +336,15 @@ class RemoteFile:
 
     def read_each(self, ranges: Sequence[tuple[int, int]]) -> list[memoryview]:
         """``read`` of each ``(offset, length)`` range (checked by the caller), in order: the cached ones
-        looked up under one lock, the others read one by one."""
+        looked up under one lock, the others prefetched together (concurrently) and then read."""
         found: list[memoryview | None] = []
         with self._lock:
             for offset, length in ranges:
                 cached, count = self._cache.lookup(offset, length)
                 found.append(cached.toreadonly() if count == length else None)
+        missing = [ranges[place] for place, view in enumerate(found) if view is None]
+        if len(missing) > 1:
+            self.prefetch(missing)
         return [self.read(offset, length) if view is None else view for view, (offset, length) in zip(found, ranges)]
 
     def read_many(self, ranges: Sequence[tuple[int, int]], gap: int = COALESCE_GAP) -> list[memoryview]:
@@ -375,8 +378,10 @@ class RemoteFile:
         ``together``: small ranges scattered over the object, asked in one several-range GET where the server
         answers those (HTTP), so they cost one round trip, not one each."""
         size = self.size
-        ranges = list(ranges)
-        if self.settings.shared_cache is not None and not together:
+        with self._lock:  # the ranges the cache holds already: nothing to do (a batch's usual case)
+            ranges = [(offset, length) for offset, length in ranges
+                      if not self._cache.covers(offset, max(0, min(length, size - offset)))]
+        if ranges and self.settings.shared_cache is not None and not together:
             self._prefetch_shared(ranges, gap)
             with self._lock:  # what it left uncached is fetched below (it caches range by range, not joined)
                 ranges = [(offset, length) for offset, length in ranges

@@ -87,8 +87,9 @@ class BatchReads:
 
     def image_bytes(self: Any, offsets: Sequence[int] | np.ndarray, lengths: Sequence[int] | np.ndarray) -> list[Any]:
         """The stored bytes of the image records at ``offsets`` (``lengths`` each), as buffers: slices of
-        the map for a local file; for a remote one, fetched first in one request per episode they lie
-        in (the span from the first to the last of them; nothing when the file's cache holds it)."""
+        the map for a local file; for a remote one, of one request per episode they lie in (the span
+        from the first to the last of them, the spans fetched concurrently; nothing when the file's
+        cache holds it)."""
         starts = np.asarray(offsets, np.int64).reshape(-1)
         sizes = np.asarray(lengths, np.int64).reshape(-1)
         buffer = self.source.buffer
@@ -96,10 +97,17 @@ class BatchReads:
             for start, size in zip(starts.tolist(), sizes.tolist()):
                 self.source.check(start, size, "image")
             return [buffer[start:start + size] for start, size in zip(starts.tolist(), sizes.tolist())]
+        if (starts < 0).any() or (sizes < 0).any():  # the checks of view() say which
+            return self.source.views(zip(starts.tolist(), sizes.tolist()), "image")
         if self._sorted_sections is None:
             self._sorted_sections = np.sort(self.index["images_offset"].astype(np.int64))
-        self.source.prefetch(episode_spans(starts, sizes, self._sorted_sections))
-        return self.source.views(zip(starts.tolist(), sizes.tolist()), "image")
+        spans, span_of = episode_spans(starts, sizes, self._sorted_sections)
+        # One view per episode span (checked against the file; those not cached fetched together), each
+        # record sliced from its span's.
+        views = self.source.views(spans, "image")
+        within = starts - np.array([start for start, _ in spans], np.int64)[span_of]
+        return [views[span][at:at + size] for span, at, size in zip(span_of.tolist(), within.tolist(),
+                                                                      sizes.tolist())]
 
 
 Rows = dict[str, tuple[list[int], list[tuple]]]
@@ -150,16 +158,20 @@ def _section_records(section: memoryview, frames: int, base: int, names: dict[by
     return found
 
 
-def episode_spans(starts: np.ndarray, sizes: np.ndarray, sections: np.ndarray) -> list[tuple[int, int]]:
+def episode_spans(starts: np.ndarray, sizes: np.ndarray,
+                  sections: np.ndarray) -> tuple[list[tuple[int, int]], np.ndarray]:
     """(offset, length) per episode image section that ``sections`` (each episode's start, sorted) places
-    the ranges in: from the first range's start to the last one's end. A span never crosses into another
-    episode, so a section already fetched whole (by image_table) covers it."""
+    the ranges in, from the first range's start to the last one's end, and the span of each range. A span
+    never crosses into another episode, so a section already fetched whole (by image_table) covers it."""
     if not len(starts):
-        return []
+        return [], np.zeros(0, np.int64)
     episode = np.searchsorted(sections, starts, side="right") - 1
     order = np.argsort(episode, kind="stable")
     grouped = episode[order]
-    heads = np.flatnonzero(np.concatenate([[True], grouped[1:] != grouped[:-1]]))
+    new_span = np.concatenate([[True], grouped[1:] != grouped[:-1]])
+    heads = np.flatnonzero(new_span)
     firsts = np.minimum.reduceat(starts[order], heads)
     lasts = np.maximum.reduceat((starts + sizes)[order], heads)
-    return list(zip(firsts.tolist(), (lasts - firsts).tolist()))
+    span_of = np.empty(len(starts), np.int64)
+    span_of[order] = np.cumsum(new_span) - 1
+    return list(zip(firsts.tolist(), (lasts - firsts).tolist())), span_of
