@@ -261,11 +261,6 @@ class Source:
         """Requests and bytes fetched (``requests``, ``bytes_fetched``) for remote sources; None for local ones."""
         return None
 
-    @property
-    def version(self) -> tuple[int, str | None, str] | None:
-        """(size, ETag, client) of a remote object as it was opened; None for local data."""
-        return None
-
     def prefetch(self, ranges: Iterable[tuple[int, int]], gap: int = 0, *, together: bool = False) -> None:
         """Hint that the ``(offset, length)`` ranges are read next; remote sources fetch them together,
         ranges at most ``gap`` bytes apart in one request (``together``: all of them in one request where the

@@ -40,7 +40,7 @@ class BatchReads:
     def remote_version(self: Any) -> tuple[int, str | None, str] | None:
         """(size, ETag, client) of a remote file as it was opened (what another process may open it with);
         None for a local one."""
-        return self.source.version
+        return getattr(self.source, "version", None)  # a RemoteSource's; local sources have none
 
     @property
     def file_size(self: Any) -> int:
