@@ -147,7 +147,7 @@ def _section_records(section: memoryview, frames: int, base: int, names: dict[by
                 name = names.get(raw)
                 if name is None:
                     name = names[raw] = decode_utf8(memoryview(raw), "camera name", base + name_at)
-                column = found.get(name)
+                column = found.get(name)  # _add_row inline: a call per record would cost a fifth of the walk
                 if column is None:
                     column = found[name] = ([], [])
                 if not column[0] or column[0][-1] != frame:  # the first record of a camera in a frame counts
