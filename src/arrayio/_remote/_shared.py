@@ -30,6 +30,7 @@ MAP_FROM = 64 << 10
 # The default byte budget of a folder: at most this much, and a quarter of its file system's free space.
 DEFAULT_BUDGET = 1 << 30
 _FOLDER_PREFIX = "arrayio-shared-"
+ORPHAN_AGE = 600  # seconds a folder of a process that no longer runs stays unchanged before it is removed
 _sweeps = threading.Lock()
 _published_since_sweep: dict[str, int] = {}
 
@@ -197,14 +198,18 @@ def remove_shared_folder(folder: str, owner: int) -> None:
 
 
 def _remove_orphans(base: str) -> None:
-    """Remove the shared folders in ``base`` whose making process no longer runs (it was killed)."""
+    """Remove the shared folders in ``base`` whose making process no longer runs (it was killed) and that
+    have not changed for ORPHAN_AGE seconds (a process of another pid namespace sharing ``base`` may run
+    under a pid that is free here)."""
     with contextlib.suppress(OSError), os.scandir(base) as entries:
         for entry in entries:
             if not entry.name.startswith(_FOLDER_PREFIX):
                 continue
             owner = entry.name[len(_FOLDER_PREFIX):].partition("-")[0]
-            if owner.isdigit() and not _running(int(owner)):
-                shutil.rmtree(entry.path, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                if owner.isdigit() and not _running(int(owner)) and \
+                        time.time() - entry.stat().st_mtime > ORPHAN_AGE:
+                    shutil.rmtree(entry.path, ignore_errors=True)
 
 
 def _running(pid: int) -> bool:
