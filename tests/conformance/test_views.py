@@ -8,6 +8,8 @@ wherever the file is, and say what it leaves out.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import zarr
@@ -118,3 +120,22 @@ def test_convert_to_zarr(placed, demo, tmp_path):
     group = zarr.open_group(str(tmp_path / "out.zarr"), mode="r")
     for name, values in expected.items():
         assert same(group[name][...], values), name
+
+
+def test_readers_sharing_a_folder_read_every_format_as_the_model(demo, http_server, tmp_path):
+    """The ``shared_cache`` storage option under every format: readers of one URL through one folder (the
+    second maps what the first published) give the model's values through the zarr store and dask."""
+    url = http_server.put(f"views-shared/{demo.name}", demo.read_bytes())
+    options = {"shared_cache": str(tmp_path)}
+    expected = model_values(demo)
+    for _ in range(2):
+        arrays = arrayio_dask.to_dask_tree(url, storage_options=options)
+        store = open_store(url, options)
+        try:
+            group = zarr.open_group(store=store, mode="r")
+            stored = {name: node[...] for name, node in group.members(max_depth=None) if isinstance(node, zarr.Array)}
+        finally:
+            store.close()
+        for name, values in expected.items():
+            assert same(arrays[name].compute(scheduler="sync"), values) and same(stored[name], values), name
+    assert os.listdir(tmp_path)  # what the readers fetched was published there
