@@ -103,6 +103,12 @@ def test_a_claim_whose_process_died_is_fetched_by_the_others(shared_object):
     remote.prefetch([RANGES[3]])
     assert bytes(remote.read(offset, length)) == OBJECT[offset:offset + length]
     assert time.monotonic() - started < 5  # not the read timeout: a dead claimer holds no lock
+    # The dead claim was taken over and the range published: the next reader maps it.
+    assert not any(name.endswith(".part") for name in os.listdir(folder))
+    later = _opened(url, folder)
+    before = later.stats.requests
+    later.prefetch([RANGES[3]])
+    assert bytes(later.read(offset, length)) == OBJECT[offset:offset + length] and later.stats.requests == before
 
 
 def test_a_claim_whose_fetch_failed_is_fetched_by_the_one_waiting(shared_object):

@@ -6,8 +6,9 @@ One process claims it: it makes a locked temporary file and links it to the rang
 fails where one exists, so one claim wins, and the claim is locked before anyone can see it). It fetches,
 writes the bytes and renames ``.part`` to the final name, then unlocks. The others wait for the lock
 (bounded) and map the final file. A claimer that fails removes its ``.part``, and one that dies holds no
-lock: either way the waiters find no final file and fetch the range themselves. Past the folder's byte
-budget the oldest ranges are removed (a process that mapped one keeps its pages until it drops them).
+lock: either way the waiters find no final file and fetch the range themselves, and the next process to
+claim the range takes a dead claim over. Past the folder's byte budget the oldest ranges are removed (a
+process that mapped one keeps its pages until it drops them).
 """
 
 from __future__ import annotations
@@ -84,6 +85,9 @@ class SharedRanges:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             os.link(temporary, final + ".part")
+        except FileExistsError:
+            os.close(fd)
+            return self._take_over(final)
         except OSError:
             os.close(fd)
             return None
@@ -95,6 +99,26 @@ class SharedRanges:
             self.abandon(claim)
             return None
         return claim
+
+    @staticmethod
+    def _take_over(final: str) -> Claim | None:
+        """The claim of a process that died holding it (its ``.part`` is still there, locked by nobody), or
+        None where the claimer lives. A live claimer locks its file before linking it and unlocks it only
+        once it is renamed or removed: an unlocked file still at the ``.part`` name is a dead claim."""
+        part = final + ".part"
+        try:
+            fd = os.open(part, os.O_RDWR)
+        except OSError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if os.stat(part).st_ino != os.fstat(fd).st_ino or os.path.exists(final):
+                raise FileExistsError(part)  # renamed or replaced meanwhile: not a dead claim
+            os.ftruncate(fd, 0)
+        except OSError:
+            os.close(fd)
+            return None
+        return Claim(fd, part, final)
 
     def publish(self, claim: Claim, data: Fetched) -> None:
         """Write the claimed range's bytes and make them visible to every process; the claim ends."""
