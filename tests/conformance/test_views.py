@@ -48,6 +48,16 @@ def same(found, expected) -> bool:
     return found.shape == expected.shape and np.array_equal(found, expected, equal_nan=expected.dtype.kind in "fc")
 
 
+def store_values(target, options) -> dict[str, np.ndarray]:
+    """Every array of ``target`` read through arrayio's zarr store."""
+    store = open_store(target, options)
+    try:
+        group = zarr.open_group(store=store, mode="r")
+        return {name: node[...] for name, node in group.members(max_depth=None) if isinstance(node, zarr.Array)}
+    finally:
+        store.close()
+
+
 @pytest.fixture
 def placed(request, demo, format_name):
     """(target, storage_options) of the demo file at the place the test's parameter names."""
@@ -64,12 +74,7 @@ def placed(request, demo, format_name):
 def test_zarr_store(placed, demo):
     target, options = placed
     expected = model_values(demo)
-    store = open_store(target, options)
-    try:
-        group = zarr.open_group(store=store, mode="r")
-        found = {name: node[...] for name, node in group.members(max_depth=None) if isinstance(node, zarr.Array)}
-    finally:
-        store.close()
+    found = store_values(target, options)
     assert found.keys() == expected.keys()
     for name, values in expected.items():
         assert same(found[name], values), name
@@ -130,12 +135,7 @@ def test_readers_sharing_a_folder_read_every_format_as_the_model(demo, http_serv
     expected = model_values(demo)
     for _ in range(2):
         arrays = arrayio_dask.to_dask_tree(url, storage_options=options)
-        store = open_store(url, options)
-        try:
-            group = zarr.open_group(store=store, mode="r")
-            stored = {name: node[...] for name, node in group.members(max_depth=None) if isinstance(node, zarr.Array)}
-        finally:
-            store.close()
+        stored = store_values(url, options)
         for name, values in expected.items():
             assert same(arrays[name].compute(scheduler="sync"), values) and same(stored[name], values), name
     assert os.listdir(tmp_path)  # what the readers fetched was published there
