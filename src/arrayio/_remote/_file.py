@@ -329,7 +329,7 @@ class RemoteFile:
             data = self._request(start, stop, head=prefix)
         else:
             data = self._through_folder(start, stop)
-            data = prefix + bytes(data) if prefix else data
+            data = b"".join((prefix, data)) if prefix else data  # one copy, not two
         with self._lock:
             self._cache.add(offset, data)
         return memoryview(data)[:length].toreadonly()

@@ -11,6 +11,8 @@ import os
 from dataclasses import dataclass, fields
 from typing import Any
 
+from ._shared import DEFAULT_BUDGET
+
 CLIENTS = ("obstore", "fsspec")
 # The process-wide choice of client, where storage_options name none (a deployment, a test run).
 CLIENT_VARIABLE = "ARRAYIO_REMOTE_CLIENT"
@@ -28,7 +30,7 @@ class TransportSettings:
     part_bytes: int = 8 << 20            # reads above this many bytes go out as ranged GETs of this size ...
     concurrency: int = 8                 # ... this many at a time, assembled into one buffer
     shared_cache: str | None = None      # a folder through which processes share the ranges they prefetch ...
-    shared_cache_bytes: int = 1 << 30    # ... holding at most this many bytes
+    shared_cache_bytes: int = DEFAULT_BUDGET  # ... holding at most this many bytes
 
     def __post_init__(self) -> None:
         if self.client is not None and self.client not in CLIENTS:
