@@ -165,6 +165,8 @@ class ShardSet:
         kdb = self._files.get(shard)
         if kdb is None:
             kdb = self._files[shard] = self._open(shard)
+            if self.remote:  # the whole index, in one range as the set was built: in its folder, not fetched
+                len(kdb.index)  # block by block (a request per 8 entries, in turn) as the episodes are read
         return kdb
 
     def _open(self, shard: int, storage_options: dict | None = None) -> KdbFile:
