@@ -124,6 +124,27 @@ def test_workers_open_the_shards_without_a_request(remote_shards, s3_options, s3
     assert s3_server.counts.total() == (0, 0)
 
 
+def _entries_of_the_first_shard(dataset) -> list[int]:
+    shard = dataset.shards.file(0)
+    return [shard.entry(position).num_frames for position in range(len(shard))]
+
+
+def test_workers_read_every_index_entry_from_the_folder(tmp_path, s3_put, s3_options, s3_server):
+    """A shard of more index blocks than one (8 entries each), its index past the first read's 64 KiB: the worker
+    holds its whole index as the set was built, from the folder, where it used to fetch it block by block, one
+    request after another."""
+    path = tmp_path / "many.kdb"
+    with kdb.Writer(path) as writer:
+        for _ in range(3 * 8 + 1):
+            writer.add_episode(np.zeros((2, 500), np.float32), np.zeros((2, 2), np.float32))  # 4 KB each
+    assert path.stat().st_size > 96 << 10
+    s3_put("many-episodes/part-0.kdb", path.read_bytes())
+    dataset = FrameDataset(f"s3://{BUCKET}/many-episodes/*.kdb", storage_options=s3_options)
+    s3_server.counts.reset()
+    assert _in_a_forked_worker(_entries_of_the_first_shard, dataset) == [2] * (3 * 8 + 1)
+    assert s3_server.counts.total() == (0, 0)
+
+
 def _first_frame_state(dataset) -> list[int]:
     return dataset[0]["state"].tolist()
 
@@ -187,6 +208,65 @@ def test_a_batch_joins_the_neighbouring_episodes_of_a_shard_into_one_request(sha
     # not one per episode, and no more than the shards' bytes.
     assert requests <= SHARDS, requests
     assert sent <= sum(path.stat().st_size for path in shard_files)
+
+
+
+def test_a_batch_fetches_the_small_gap_between_its_episodes_with_them(shard_files, remote_shards, s3_options,
+                                                                     s3_server):
+    """Episodes 0 and 2 of a shard: episode 1 between them is smaller than a request is worth (and than the
+    asked bytes), so it comes in the same request (two before), and reading it later asks for nothing."""
+    dataset = FrameDataset(remote_shards, storage_options=s3_options, image_format="uint8")
+    local = FrameDataset(shard_files, image_format="uint8")
+    assert len(dataset.shards.file(0).index) == EPISODES  # header and index read
+    s3_server.counts.reset()
+    asked = _episode_frames(0, 0, range(3)) + _episode_frames(0, 2, range(3))
+    got = collate(dataset.__getitems__(asked))
+    requests, sent = s3_server.counts.total()
+    assert requests == 1 and sent <= shard_files[0].stat().st_size, (requests, sent)
+    between = _episode_frames(0, 1, range(FRAMES))
+    for frames, batch in ((asked, got), (between, collate(dataset.__getitems__(between)))):
+        want = collate(local.__getitems__(frames))
+        assert all(torch.equal(batch[key], want[key]) for key in ("state", "image.front", "index"))
+    assert s3_server.counts.total()[0] == 1
+
+
+def _three_episodes(folder, middle_frames: int) -> bytes:
+    path = folder / f"three-{middle_frames}.kdb"
+    with kdb.Writer(path, compress="jpeg") as writer:
+        for episode, frames in enumerate((FRAMES, middle_frames, FRAMES)):
+            marks = np.zeros((frames, 3), np.float32)
+            writer.add_episode(marks, marks[:, :2], images={"front": _noise_frames(episode)[:1].repeat(frames, 0)})
+    return path.read_bytes()
+
+
+@pytest.mark.parametrize("middle", ["larger than the asked episodes", "an entry that fails its checks"])
+def test_a_gap_is_fetched_with_its_neighbours_only_when_small_and_sound(middle, tmp_path, s3_put, s3_options,
+                                                                       s3_server):
+    """The episode between two asked ones is left out when it holds more bytes than they do, or when its index
+    entry fails its checks: the asked episodes are fetched as before (one request each), without an error."""
+    from arrayio.kdb._records import INDEX_ENTRY
+
+    data = bytearray(_three_episodes(tmp_path, 3 * FRAMES if middle.startswith("larger") else FRAMES))
+    path = tmp_path / "three.kdb"
+    path.write_bytes(data)
+    with kdb.open(path) as local:
+        base, sections = local.header.index_offset, local.index.copy()
+    if not middle.startswith("larger"):
+        at = INDEX_ENTRY.offset_of("actions_length", base, 1)
+        data[at:at + 8] = (int(sections["actions_length"][1]) + 1).to_bytes(8, "little")
+        path.write_bytes(data)
+        with kdb.open(path) as local, pytest.raises(kdb.KinoError):
+            local.entry(1)
+    url = s3_put(f"gaps/{middle[:5]}.kdb", bytes(data))
+    with kdb.open(url, storage_options=s3_options) as remote:
+        assert len(remote.index) == 3
+        s3_server.counts.reset()
+        remote.prefetch_episodes([0, 2])
+        requests, sent = s3_server.counts.total()
+        asked = int(sum(sections[field][episode] for field in ("actions_length", "images_length")
+                        for episode in (0, 2)))
+        assert requests == 2 and sent <= asked + 2 * 4096, (requests, sent, asked)
+        assert remote.image_table(2)["front"]["length"].min() > 0
 
 
 _WORKER_CLIENTS = """

@@ -22,6 +22,13 @@ IMAGE_TABLE_DTYPE = np.dtype([("offset", np.int64), ("length", np.int64), ("heig
 NO_IMAGE = np.array((0, -1, 0, 0, 0, 0), IMAGE_TABLE_DTYPE)
 # Sections of neighbouring episodes this close (a metadata blob between them) are fetched in one request.
 EPISODE_GAP = 4096
+# Episodes lying between two that a prefetch fetches, holding at most this many bytes, are fetched with them
+# (at most as many bytes as the asked-for episodes, smallest gaps first): a request costs an object store
+# more than such a gap (object_store joins ranges up to 1 MiB apart, OBJECT_STORE_COALESCE_DEFAULT, for the
+# same reason), and with random frames the next batches want those episodes too. A cold 2-worker epoch then
+# sends a third fewer requests; with each GET answered 20 ms late it reads 13-30 % more frames/s.
+FILL_BYTES = 1 << 20
+FILL_EPISODES = 64  # at most this many episodes in one such gap (each entry is checked before it is fetched)
 # A remote episode's image section up to this size is walked for its table as one buffer (the prefetch
 # that precedes it fetched it whole); a larger one is walked frame by frame, fetched as the walk goes.
 WHOLE_SECTION_BYTES = 8 << 20
@@ -74,16 +81,47 @@ class BatchReads:
 
     def prefetch_episodes(self: Any, positions: Sequence[int], *, images: bool = True) -> None:
         """Fetch the state/action sections (and image sections) of the episodes at ``positions`` from a
-        remote file ahead of reading them: sections that lie back to back go in one request (a no-op
-        for a mapped file)."""
+        remote file ahead of reading them: sections that lie back to back go in one request, with the
+        episodes in small gaps between them (FILL_BYTES) fetched too (a no-op for a mapped file)."""
         source = self.source  # a closed reader fails here, whatever ``positions`` is
+        entries = [self.entry(int(position)) for position in positions]
+        if source.buffer is None and len(entries) > 1:
+            entries += self._between([int(position) % len(self) for position in positions], entries, images)
         ranges = []
-        for position in positions:
-            entry = self.entry(int(position))
+        for entry in entries:
             ranges.append((entry.actions_offset, entry.actions_length))
             if images:
                 ranges.append((entry.images_offset, entry.images_length))
         source.prefetch(ranges, gap=EPISODE_GAP)
+
+    def _between(self: Any, positions: list[int], entries: list[Any], images: bool) -> list[Any]:
+        """The checked entries of the episodes between two of ``positions`` (``entries``) where their
+        sections fill a gap of at most FILL_BYTES between those two's (gaps taken smallest first, up to as
+        many bytes as the asked episodes hold); a gap whose entries fail their checks, or lie elsewhere in
+        the file, is left as it is."""
+        def span(entry: Any) -> tuple[int, int]:
+            if not images:
+                return entry.actions_offset, entry.actions_offset + entry.actions_length
+            return (min(entry.actions_offset, entry.images_offset),
+                    max(entry.actions_offset + entry.actions_length, entry.images_offset + entry.images_length))
+
+        asked = sorted((position, *span(entry)) for position, entry in zip(positions, entries))
+        budget = sum(stop - start for _, start, stop in asked)
+        gaps = sorted((after[1] - before[2], before[0], after[0], before[2], after[1])
+                      for before, after in zip(asked, asked[1:])
+                      if 1 < after[0] - before[0] <= FILL_EPISODES and 0 <= after[1] - before[2] <= FILL_BYTES)
+        found: list[Any] = []
+        for size, first, last, gap_start, gap_stop in gaps:
+            if size > budget:
+                break
+            try:
+                inside = [self.entry(position) for position in range(first + 1, last)]
+            except FormatError:
+                continue
+            if all(gap_start <= span(entry)[0] and span(entry)[1] <= gap_stop for entry in inside):
+                found += inside
+                budget -= size
+        return found
 
     def image_bytes(self: Any, offsets: Sequence[int] | np.ndarray, lengths: Sequence[int] | np.ndarray) -> list[Any]:
         """The stored bytes of the image records at ``offsets`` (``lengths`` each), as buffers: slices of
