@@ -213,6 +213,8 @@ def main(argv: list[str] | None = None) -> None:
             server.stop()
     print(data)
     rows = []
+    cores = len(os.sched_getaffinity(0))
+    epoch_frames = args.shards * args.episodes * args.frames // args.batch * args.batch  # drop_last
     where = "s3" if args.http_delay_ms is None else f"http ({args.http_delay_ms:g} ms a GET)"
     for read_ahead, label in ((False, ""), (True, ", next batch read ahead")):
         for epoch, (mine, theirs) in enumerate(zip(remote[read_ahead], local)):
@@ -224,8 +226,21 @@ def main(argv: list[str] | None = None) -> None:
                   f"({remote_rate / local_rate:.2f} of local; goal >= 0.8); {counted} (shards {total / 1e6:.1f} MB "
                   f"in all)\n  CPU seconds: workers {local_worker_cpu:.2f} local, {worker_cpu:.2f} remote; main "
                   f"process {main_cpu:.2f} local, {server_cpu:.2f} remote (with moto, its threads run there)")
+            # The physical limit on this machine: both epochs keep every core busy, so the remote one can go no
+            # faster than its CPU-seconds allow; moto's share (the main process's excess) is what S3 would spend
+            # on other machines.
+            local_cpu, remote_cpu = main_cpu + local_worker_cpu, server_cpu + worker_cpu
+            moto_cpu = max(0.0, server_cpu - main_cpu) if server.counts is not None else 0.0
+            ceiling = epoch_frames * cores / remote_cpu if remote_cpu else None
+            if ceiling:
+                print(f"  CPU-bound on {cores} cores: the remote epoch's {remote_cpu:.2f} CPU-s allow at most "
+                      f"{ceiling:,.0f} frames/s ({remote_rate / ceiling:.2f} of it reached); local CPU / remote CPU "
+                      f"= {local_cpu / remote_cpu:.2f}" + (f", {local_cpu / (remote_cpu - moto_cpu):.2f} without "
+                                                           f"moto's {moto_cpu:.2f} (S3 serves from other machines)"
+                                                           if moto_cpu else ""))
             rows.append(_rows.row(AREA, f"epoch {epoch + 1}, 2 workers, {where} vs local files{label}", remote_rate,
                                   reference=local_rate, reference_name="same loader on local files",
+                                  limit=ceiling, limit_name=f"CPU-bound: the epoch's CPU-s on {cores} cores",
                                   unit="frames/s", higher_is_better=True, target="s3 / local >= 0.8",
                                   note=counted))
     _rows.write(args.json_path, AREA, data, rows)
