@@ -142,8 +142,8 @@ class BatchReads:
             self._sorted_sections = sorted(self.index["images_offset"].tolist())
         # One span per episode image section, from its first record to the end of its last (a section
         # fetched whole by image_table covers it), looked up once; each record sliced from its span's view.
-        # A loop, not array operations: a call has a few records per shard and camera, where numpy's
-        # per-call cost was 4x the loop's (0.2 of a remote epoch's 1 CPU-s over local files).
+        # A loop, not array operations: a call has the few records of one shard and camera in a batch, where
+        # numpy's cost per call made it 175 us against 19 us over a mapped file (the loop: 79 us).
         sections = self._sorted_sections
         firsts: dict[int, int] = {}
         ends: dict[int, int] = {}
