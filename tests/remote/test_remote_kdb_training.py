@@ -239,25 +239,35 @@ def _three_episodes(folder, middle_frames: int) -> bytes:
     return path.read_bytes()
 
 
-@pytest.mark.parametrize("middle", ["larger than the asked episodes", "an entry that fails its checks"])
+@pytest.mark.parametrize("middle", ["larger than the asked episodes", "an entry that fails its checks",
+                                    "an entry that points before the gap"])
 def test_a_gap_is_fetched_with_its_neighbours_only_when_small_and_sound(middle, tmp_path, s3_put, s3_options,
                                                                        s3_server):
-    """The episode between two asked ones is left out when it holds more bytes than they do, or when its index
-    entry fails its checks: the asked episodes are fetched as before (one request each), without an error."""
+    """The episode between two asked ones is left out when it holds more bytes than they do, when its index
+    entry fails its checks, or when its sections lie elsewhere in the file (entries 0 and 1 swapped): the asked
+    episodes are fetched as before, and only they, without an error."""
     from arrayio.kdb._records import INDEX_ENTRY
 
     data = bytearray(_three_episodes(tmp_path, 3 * FRAMES if middle.startswith("larger") else FRAMES))
     path = tmp_path / "three.kdb"
     path.write_bytes(data)
     with kdb.open(path) as local:
-        base, sections = local.header.index_offset, local.index.copy()
-    if not middle.startswith("larger"):
+        base = local.header.index_offset
+        actions_length = int(local.index["actions_length"][1])
+    if middle.startswith("an entry that fails"):
         at = INDEX_ENTRY.offset_of("actions_length", base, 1)
-        data[at:at + 8] = (int(sections["actions_length"][1]) + 1).to_bytes(8, "little")
-        path.write_bytes(data)
-        with kdb.open(path) as local, pytest.raises(kdb.KinoError):
-            local.entry(1)
-    url = s3_put(f"gaps/{middle[:5]}.kdb", bytes(data))
+        data[at:at + 8] = (actions_length + 1).to_bytes(8, "little")
+    elif middle.startswith("an entry that points"):
+        first, second = (INDEX_ENTRY.offset_of("episode_id", base, position) for position in (0, 1))
+        size = INDEX_ENTRY.size
+        data[first:first + size], data[second:second + size] = data[second:second + size], data[first:first + size]
+    path.write_bytes(data)
+    with kdb.open(path) as local:
+        sections = local.index.copy()
+        if middle.startswith("an entry that fails"):
+            with pytest.raises(kdb.KinoError):
+                local.entry(1)
+    url = s3_put(f"gaps/{middle.replace(' ', '-')}.kdb", bytes(data))
     with kdb.open(url, storage_options=s3_options) as remote:
         assert len(remote.index) == 3
         s3_server.counts.reset()
@@ -265,7 +275,9 @@ def test_a_gap_is_fetched_with_its_neighbours_only_when_small_and_sound(middle, 
         requests, sent = s3_server.counts.total()
         asked = int(sum(sections[field][episode] for field in ("actions_length", "images_length")
                         for episode in (0, 2)))
-        assert requests == 2 and sent <= asked + 2 * 4096, (requests, sent, asked)
+        # Swapped, the asked episodes' sections lie back to back: one request, and still only their bytes.
+        assert requests == (1 if middle.endswith("before the gap") else 2), requests
+        assert sent <= asked + 2 * 4096, (sent, asked)
         assert remote.image_table(2)["front"]["length"].min() > 0
 
 
