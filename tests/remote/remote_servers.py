@@ -27,7 +27,7 @@ from moto.moto_server.werkzeug_app import (
     create_backend_app,
 )
 from moto.server import ThreadedMotoServer
-from werkzeug.serving import make_server
+from werkzeug.serving import WSGIRequestHandler, make_server
 
 _RANGE = re.compile(r"bytes=(\d*)-(\d*)$")
 _RANGES = re.compile(r"bytes=(\d*-\d*(?:\s*,\s*\d*-\d*)+)$")
@@ -311,6 +311,14 @@ def _etag(data: bytes) -> str:
     return '"' + hashlib.md5(data).hexdigest() + '"'
 
 
+class _QuietRequests(WSGIRequestHandler):
+    """werkzeug's request handler without its line per request on stderr (moto's ``verbose=False`` is lost
+    where the server is made here): thousands of lines in a benchmark's output, and their CPU beside moto's."""
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        pass
+
+
 class CountingMotoServer(ThreadedMotoServer):
     """moto's threaded S3 server, behind a WSGI layer that counts requests and body bytes per path."""
 
@@ -331,7 +339,7 @@ class CountingMotoServer(ThreadedMotoServer):
             counts.add(path, sum(len(chunk) for chunk in chunks) if environ["REQUEST_METHOD"] == "GET" else 0)
             return chunks
 
-        self._server = make_server(self._ip_address, self._port, counting, True)
+        self._server = make_server(self._ip_address, self._port, counting, True, request_handler=_QuietRequests)
         self._server_ready_event.set()
         self._server.serve_forever()
 
