@@ -124,6 +124,27 @@ def test_workers_open_the_shards_without_a_request(remote_shards, s3_options, s3
     assert s3_server.counts.total() == (0, 0)
 
 
+def test_the_set_surveys_remote_shards_at_once(shard_files, http_server):
+    """Each shard's start, index and (for delta_timestamps) every episode's fps cost round trips: the set reads
+    several shards at once, and the metadata blobs of a shard in one several-range GET. One shard at a time,
+    each episode's blob a request of its own before: at most 1 GET in flight, 3 x (2 + 4) requests."""
+    urls = [http_server.put(f"survey/{path.name}", path.read_bytes()) for path in shard_files]
+    local = FrameDataset(shard_files, delta_timestamps={"state": [0.0]})
+    http_server.delay = 0.25  # long enough for concurrent GETs to overlap on a loaded machine
+    try:
+        http_server.counts.reset()
+        http_server.reset_peak()
+        remote = FrameDataset(urls, delta_timestamps={"state": [0.0]})
+        requests, _ = http_server.counts.total()
+        peak = http_server.peak
+    finally:
+        http_server.delay = 0.0
+    assert np.array_equal(remote.shards.episode_fps, local.shards.episode_fps)
+    assert np.array_equal(remote.shards.episode_frames, local.shards.episode_frames)
+    assert remote.cameras == local.cameras == ["front"] and remote.shards.dims == local.shards.dims
+    assert peak >= 2 and requests <= 3 * SHARDS, (peak, requests)
+
+
 def _entries_of_the_first_shard(dataset) -> list[int]:
     shard = dataset.shards.file(0)
     return [shard.entry(position).num_frames for position in range(len(shard))]

@@ -80,6 +80,14 @@ class BatchReads:
             column[numbers] = np.array(rows, np.int64).view(IMAGE_TABLE_DTYPE).reshape(-1)  # its fields: 6 int64
         return table
 
+    def read_metas(self: Any) -> list[Any]:
+        """Every episode's metadata (``read_meta`` of each position), the blobs of a remote file fetched
+        at once (one several-range GET where the server answers those, else concurrently), not one round
+        trip after another."""
+        entries = [self.entry(position) for position in range(len(self))]
+        self.source.prefetch([(entry.meta_offset, entry.meta_length) for entry in entries], together=True)
+        return [self.read_meta(position) for position in range(len(self))]
+
     def prefetch_episodes(self: Any, positions: Sequence[int], *, images: bool = True) -> None:
         """Fetch the state/action sections (and image sections) of the episodes at ``positions`` from a
         remote file ahead of reading them: sections that lie back to back go in one request, with the

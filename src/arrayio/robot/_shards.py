@@ -118,20 +118,34 @@ class ShardSet:
             weakref.finalize(self, remove_shared_folder, self._shared[0], self._builder)
             building = {**(building or storage_options or {}), "shared_cache": self._shared[0],
                         "shared_cache_bytes": self._shared[1]}
-        self._versions: list[tuple[int, str | None, str] | None] = []
-        for shard in range(len(self.sources)):
-            with self._open(shard, building) as kdb:  # closed again: thousands of shards must not hold many maps
-                self._versions.append(kdb.remote_version)
+        # Each shard opened, read and closed again (thousands of shards must not hold many maps); remote ones
+        # several at once: each costs round trips (its start, its index, with fps its metadata blobs), 16
+        # shards 20 ms away took 0.95 s one after another (3.3 s with fps).
+        def survey(shard: int) -> tuple[Any, np.ndarray, np.ndarray | None, dict[str, int], list[str]]:
+            with self._open(shard, building) as kdb:
                 counts = kdb.index["num_frames"].astype(np.int64)
-                shards.append(np.full(len(counts), shard, np.int32))
-                positions.append(np.arange(len(counts), dtype=np.int64))
-                frames.append(counts)
-                if need_fps:
-                    fps.append(np.array([kdb.read_meta(p).fps for p in range(len(kdb))], np.float64))
-                if not self.cameras:
-                    self.cameras = _first_cameras(kdb)
-                if not self.dims and len(kdb):
-                    self.dims = {"state": int(kdb.index["state_dim"][0]), "action": int(kdb.index["action_dim"][0])}
+                rates = np.array([meta.fps for meta in kdb.read_metas()], np.float64) if need_fps else None
+                dims = {"state": int(kdb.index["state_dim"][0]), "action": int(kdb.index["action_dim"][0])} \
+                    if len(kdb) else {}
+                return kdb.remote_version, counts, rates, dims, _first_cameras(kdb) if shard == 0 else []
+
+        shard_numbers = range(len(self.sources))
+        surveys = list(_fetch_pool().map(survey, shard_numbers) if self.remote and len(self.sources) > 1
+                       else map(survey, shard_numbers))
+        self._versions: list[tuple[int, str | None, str] | None] = [found[0] for found in surveys]
+        for shard, (_, counts, rates, dims, cameras) in enumerate(surveys):
+            shards.append(np.full(len(counts), shard, np.int32))
+            positions.append(np.arange(len(counts), dtype=np.int64))
+            frames.append(counts)
+            if rates is not None:
+                fps.append(rates)
+            self.dims = self.dims or dims
+            self.cameras = self.cameras or cameras
+        for shard in shard_numbers[1:]:  # the first shard's episodes were all empty: the next ones'
+            if self.cameras:
+                break
+            with self._open(shard, building) as kdb:
+                self.cameras = _first_cameras(kdb)
         self.episode_shard = np.concatenate(shards)
         self.episode_position = np.concatenate(positions)
         self.episode_frames = np.concatenate(frames)
