@@ -133,6 +133,22 @@ def test_cache_size_is_settable_and_bounded(served):
         assert counts.total()[0] > before
 
 
+
+def test_a_large_cached_range_stays_found_among_small_ones_inside_it(served):
+    """Small ranges read first, then one request holding them all: every later read inside it is answered from
+    the cache (the small ones used to hide it, five extents on: each such read fetched its bytes again)."""
+    url, _options, counts, _path = served("kastore/ours", "http")
+    remote = arrayio.RemoteFile(url, readahead=16)
+    remote.size  # noqa: B018 - the first request
+    remote.prefetch([(1000 + 100 * step, 10) for step in range(8)])
+    remote.prefetch([(900, 1200)])
+    counts.reset()
+    assert [bytes(remote.read(offset, 50)) for offset in (1750, 1950, 1030)] == [
+        bytes(remote.read(offset, 50)) for offset in (1750, 1950, 1030)]
+    assert counts.total()[0] == 0
+    remote.prefetch([(950, 20)])  # inside what is held: nothing to add, nothing hidden
+    assert bytes(remote.read(2000, 50)) and counts.total()[0] == 0
+
 def test_adjacent_ranges_coalesce_into_one_request(served):
     url, _options, counts, _path = served("kastore/ours", "http")
     remote = arrayio.RemoteFile(url, readahead=16)

@@ -43,11 +43,16 @@ class _BlockCache:
         return self.lookup(offset, length)[1] == length
 
     def add(self, start: int, data: Fetched) -> None:
-        """Keep ``data`` fetched at ``start`` (not when it alone exceeds the capacity)."""
-        if len(data) > self.capacity or not data:
+        """Keep ``data`` fetched at ``start`` (not when it alone exceeds the capacity, nor when one extent holds
+        it already), dropping the extents it holds: a lookup looks at the extent starting nearest below an
+        offset and a few before it, so extents inside a larger one hid it (its bytes fetched again)."""
+        size = len(data)
+        if size > self.capacity or not size or self.covers(start, size):
             return
-        if start in self._extents:
-            self._drop(start)
+        stop = start + size
+        starts = self._starts[bisect.bisect_left(self._starts, start):bisect.bisect_left(self._starts, stop)]
+        for inside in [held for held in starts if held + len(self._extents[held]) <= stop]:
+            self._drop(inside)
         self._extents[start] = data
         bisect.insort(self._starts, start)
         self.held += len(data)
