@@ -205,3 +205,58 @@ def test_bad_entry_is_found_when_its_episode_is_read(serve, many_episodes, backe
         problems = reader.validate()
     assert [(problem.field, problem.offset) for problem in problems] == \
         [(problem.field, problem.offset) for problem in kdb.validate(bad)]
+
+
+@pytest.fixture(scope="module")
+def big_episodes() -> bytes:
+    """12 episodes of 2 raw 160x160 frames: their metadata blobs 150 KB apart, past any read's window."""
+    rng = np.random.default_rng(20261126)
+    out = io.BytesIO()
+    with kdb.Writer(out, created_timestamp=0) as writer:
+        for index in range(12):
+            writer.add_episode(rng.standard_normal((2, 4)).astype(np.float32),
+                               rng.standard_normal((2, 2)).astype(np.float32), fps=10.0 + index,
+                               images={"front": rng.integers(0, 255, (2, 160, 160, 3), dtype=np.uint8)},
+                               task=f"task {index}")
+    return out.getvalue()
+
+
+def test_every_metadata_blob_comes_in_one_several_range_get(serve, big_episodes):
+    """What a set's fps, the tree and an export read: each episode's metadata blob was a round trip of its own,
+    one after another (12 here); over HTTP they come in one GET of several ranges."""
+    from arrayio._tree import tree_of
+
+    url, options, counts = serve("metas.kdb", big_episodes, "http")
+    with kdb.open(url, storage_options=options) as reader, kdb.open(big_episodes) as local:
+        assert len(reader.index) == 12
+        counts.reset()
+        assert reader.read_metas() == [local.read_meta(position) for position in range(12)]
+        assert counts.total()[0] == 1
+    with kdb.open(url, storage_options=options) as reader:
+        counts.reset()
+        assert [array for array in tree_of(reader).arrays()]
+        tree_requests = counts.total()[0]
+    assert tree_requests <= 4, tree_requests
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_tree_of_a_remote_file_reads_each_episode_first_frame_not_the_file(serve, backend):
+    """Every view (zarr, kerchunk, dask, `arrayio tree`) describes a file through its tree, which names each
+    episode's cameras from its first frame: it read each episode through read_episode, which fetched its whole
+    sections, so describing a remote file downloaded all of it (52 MB of 52 MB over HTTP, 46 requests)."""
+    from arrayio._tree import tree_of
+
+    rng = np.random.default_rng(3)
+    out = io.BytesIO()
+    with kdb.Writer(out, created_timestamp=0, compress="jpeg") as writer:
+        for _ in range(6):
+            writer.add_episode(np.zeros((20, 3), np.float32), np.zeros((20, 2), np.float32),
+                               images={"front": rng.integers(0, 255, (20, 96, 96, 3), dtype=np.uint8)})
+    data = out.getvalue()
+    url, options, counts = serve("described.kdb", data, backend)
+    with kdb.open(url, storage_options=options) as reader, kdb.open(data) as local:
+        described = {name: (array.shape, array.dtype) for name, array in tree_of(reader).arrays()}
+        requests, sent = counts.total()
+        assert described == {name: (array.shape, array.dtype) for name, array in tree_of(local).arrays()}
+    assert sent <= len(data) // 8 + SLACK, (sent, len(data))
+    assert requests <= (4 if backend == "http" else 4 + 2 * 6), requests

@@ -28,7 +28,7 @@ from .._edge import open_source
 from .._readers import ReaderBase
 from ..errors import FormatError, Problem
 from . import _images
-from ._batch_reads import BatchReads
+from ._batch_reads import BatchReads, even_frame_end
 from ._codec import EpisodeMeta, decode_meta, decode_utf8, step_dtype, step_size
 from ._errors import (
     ERRORS,
@@ -389,8 +389,8 @@ class KdbFile(ReaderBase, BatchReads, EntryLines):
 
     def info(self) -> dict[str, Any]:
         """Episodes, frames, dims, cameras, embodiments and tasks."""
-        self.index  # noqa: B018 - one request for every entry instead of one per block
-        metas = [self.read_meta(position) for position in range(len(self))]
+        metas = self.read_metas()
+        self.prefetch_first_frames()  # the cameras of each episode's first frame, below
         cameras: dict[str, None] = {}
         for position, meta in enumerate(metas):
             if meta.num_frames:
@@ -595,7 +595,7 @@ class KdbFile(ReaderBase, BatchReads, EntryLines):
         position = int(position) % len(self)
         ranges = [] if position in self._steps else [(entry.actions_offset, entry.actions_length)]
         if images and position not in self._walks:
-            ranges.append((entry.images_offset, _even_frame_end(entry, frame)))
+            ranges.append((entry.images_offset, even_frame_end(entry, frame)))
         self.source.prefetch(ranges)
         steps = self.steps(position)
         if not 0 <= frame < len(steps):
@@ -672,7 +672,7 @@ class KdbFile(ReaderBase, BatchReads, EntryLines):
         """
         walk = self._walks.get(position)
         entry = self.entry(position)
-        wanted = entry.images_length if self.source.buffer is not None else _even_frame_end(entry, frame)
+        wanted = entry.images_length if self.source.buffer is not None else even_frame_end(entry, frame)
         if walk is None:
             position = int(position) % len(self)
             what = f"episode {position} image section"
@@ -685,13 +685,6 @@ class KdbFile(ReaderBase, BatchReads, EntryLines):
                                                       section_head, wanted)
         walk.wanted = max(walk.wanted, wanted)
         return walk
-
-
-def _even_frame_end(entry: Any, frame: int) -> int:
-    """Where ``frame`` ends inside its episode's image section if every frame takes the same bytes."""
-    if not 0 <= frame < entry.num_frames:
-        return int(entry.images_length)
-    return min(entry.images_length, -(-(frame + 1) * entry.images_length // entry.num_frames))
 
 
 class _FrameWalk:
@@ -748,14 +741,15 @@ def parse_frame(walk: _FrameWalk, frame: int, offset: int, *, with_records: bool
     section, base, size = walk.section, walk.start, walk.size
     held = len(section)
 
-    def need(at: int, length: int, what: str) -> None:
+    def need(at: int, length: int, what: str, *, read: bool = True) -> None:
         nonlocal section, held
         if at + length > held:
             if at + length > size:
                 raise ERRORS.truncated_at(f"episode {walk.position} frame {frame} {what}", base + at, length,
                                           base + size)
-            section = walk.extend(at + length)
-            held = len(section)
+            if read:  # image data is only bounded here, read when asked for: not a reason to fetch further
+                section = walk.extend(at + length)
+                held = len(section)
 
     need(offset, CAMERA_COUNT.size, "num_cameras")
     (count,) = _READ_U16(section, offset)
@@ -773,7 +767,7 @@ def parse_frame(walk: _FrameWalk, frame: int, offset: int, *, with_records: bool
             width, height, channels, kind, length = _READ_IMAGE_HEADER(section, header_at)
         else:
             (length,) = _READ_DATA_LEN(section, header_at + _DATA_LEN_AT)
-        need(data_at, length, f"camera {camera} image data")
+        need(data_at, length, f"camera {camera} image data", read=False)
         if with_records:
             raw = bytes(section[name_at:header_at])
             name = walk.names.get(raw)

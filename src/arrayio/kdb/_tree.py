@@ -16,12 +16,13 @@ from .._names import path_segment
 from .._tree import Array, Group, jsonable, rows_per_chunk
 from ..errors import UnsupportedError
 from ._codec import step_dtype
-from ._reader import KdbFile
+from ._reader import EpisodeImages, KdbFile
 
 
 def tree(kdb: KdbFile) -> Group:
     """The episode table and one group per episode."""
-    metas = [kdb.read_meta(position) for position in range(len(kdb))]
+    metas = kdb.read_metas()
+    kdb.prefetch_first_frames()  # each episode's cameras, from its first frame: not its whole sections
     ids = [meta.episode_id for meta in metas]
     duplicated = {episode_id for episode_id, count in collections.Counter(ids).items() if count > 1}
     names = [f"{meta.episode_id}@{position}" if meta.episode_id in duplicated else str(meta.episode_id)
@@ -75,8 +76,9 @@ def _episode_group(kdb: KdbFile, position: int, meta: Any) -> Group:
                      "and terminal per frame: no plain range per field")
 
     cameras: dict[str, Group | Array] = {}
-    episode_images = kdb.read_episode(position).images  # caches each frame's records once parsed
-    assert episode_images is not None
+    # Caches each frame's records once parsed; not read_episode, which fetches a remote episode's whole
+    # sections (the tree of a 52 MB file over HTTP downloaded all of it).
+    episode_images = EpisodeImages(kdb, position, kdb.on_bad_image)
     # The cameras of the first frame: finding every camera would walk every frame's records, which
     # remotely reads the whole image section at open. A frame without one of them reads as zeros.
     for record in episode_images.records(0) if frames else []:

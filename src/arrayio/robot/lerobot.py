@@ -456,7 +456,7 @@ def _export(kdb: Any, root: Path, *, video: bool, codec: str, crf: int | None, r
 
     if not len(kdb):
         raise ValueError("kdb: the file has no episodes; a LeRobot dataset needs at least one")
-    metas = [kdb.read_meta(position) for position in range(len(kdb))]
+    metas = kdb.read_metas()
     fps_values = sorted({meta.fps for meta in metas})
     dims = sorted({(meta.state_dim, meta.action_dim) for meta in metas})
     if len(fps_values) != 1 or not math.isfinite(fps_values[0]) or fps_values[0] <= 0:
