@@ -279,30 +279,44 @@ class RemoteFile:
 
     def _fetch_together(self, pieces: list[tuple[int, int]]) -> list[tuple[int, int]]:
         """Fetch ``(start, stop)`` pieces into the cache in several-range GETs where the server answers them
-        (MAX_RANGES a request); the pieces still missing (all of them where it cannot) are returned."""
+        (MAX_RANGES a request: the first alone, which tells, the others concurrently); the pieces still
+        missing (all of them where it cannot) are returned."""
         origin = _origin(self.url)
         if len(pieces) < 2 or origin in _SINGLE_RANGE_ORIGINS:
             return pieces
         transport = self._byteranges_transport()
         if transport is None:
             return pieces
-        missing: list[tuple[int, int]] = []
-        for first in range(0, len(pieces), byteranges.MAX_RANGES):
-            batch = pieces[first:first + byteranges.MAX_RANGES]
+        step = byteranges.MAX_RANGES
+        batches = [pieces[first:first + step] for first in range(0, len(pieces), step)]
+        missing = self._fetch_ranges(transport, batches[0])
+        if missing is None:  # the server sends whole objects to several ranges: ask one range a request
+            _SINGLE_RANGE_ORIGINS.add(origin)
+            return pieces
+
+        def fetch(batch: list[tuple[int, int]]) -> None:
+            left = self._fetch_ranges(transport, batch)
             with self._lock:
-                self.stats.requests += 1
-            answer = transport.get_ranges(batch)
-            if answer is None:  # the server sends whole objects to several ranges: ask one range a request
-                _SINGLE_RANGE_ORIGINS.add(origin)
-                return missing + pieces[first:]
-            self._check_version(answer.size, answer.etag)
-            with self._lock:
-                for start, data in answer.parts:
-                    self.stats.bytes_fetched += len(data)
-                    if start + len(data) <= self.size:
-                        self._cache.add(start, bytes(data))
-                missing += [(start, stop) for start, stop in batch if not self._cache.covers(start, stop - start)]
+                missing.extend(batch if left is None else left)
+
+        _concurrently(fetch, batches[1:], self.settings.concurrency)
         return missing
+
+    def _fetch_ranges(self, transport: _HTTPTransport, batch: list[tuple[int, int]]) -> list[tuple[int, int]] | None:
+        """One several-range GET of ``batch`` into the cache: the pieces it did not answer, or None where the
+        server sent the whole object instead."""
+        with self._lock:
+            self.stats.requests += 1
+        answer = transport.get_ranges(batch)
+        if answer is None:
+            return None
+        self._check_version(answer.size, answer.etag)
+        with self._lock:
+            for start, data in answer.parts:
+                self.stats.bytes_fetched += len(data)
+                if start + len(data) <= self.size:
+                    self._cache.add(start, bytes(data))
+            return [(start, stop) for start, stop in batch if not self._cache.covers(start, stop - start)]
 
     def read(self, offset: int, length: int) -> memoryview:
         """``length`` bytes at ``offset`` (the caller checked the range against ``size``), read-only.

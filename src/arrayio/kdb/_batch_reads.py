@@ -30,9 +30,6 @@ EPISODE_GAP = 4096
 # sends a third fewer requests; with each GET answered 20 ms late it reads 13-30 % more frames/s.
 FILL_BYTES = 1 << 20
 FILL_EPISODES = 64  # at most this many episodes in one such gap (each entry is checked before it is fetched)
-# Metadata blobs this close are fetched as one range, with what lies between them: in a file of small
-# episodes that is the sections that reading every episode's metadata (info, the tree) reads next.
-META_GAP = 64 << 10
 # A remote episode's image section up to this size is walked for its table as one buffer (the prefetch
 # that precedes it fetched it whole); a larger one is walked frame by frame, fetched as the walk goes.
 WHOLE_SECTION_BYTES = 8 << 20
@@ -89,8 +86,7 @@ class BatchReads:
         trip after another."""
         len(self.index)  # every entry in one request, not a block (8 entries) at a time
         entries = [self.entry(position) for position in range(len(self))]
-        self.source.prefetch([(entry.meta_offset, entry.meta_length) for entry in entries], gap=META_GAP,
-                             together=True)
+        self.source.prefetch([(entry.meta_offset, entry.meta_length) for entry in entries], together=True)
         return [self.read_meta(position) for position in range(len(self))]
 
     def prefetch_first_frames(self: Any) -> None:
@@ -100,7 +96,7 @@ class BatchReads:
         len(self.index)  # every entry in one request, not a block (8 entries) at a time
         entries = [self.entry(position) for position in range(len(self))]
         self.source.prefetch([(entry.images_offset, even_frame_end(entry, 0)) for entry in entries if entry.num_frames],
-                             gap=META_GAP, together=True)
+                             together=True)
 
     def prefetch_episodes(self: Any, positions: Sequence[int], *, images: bool = True) -> None:
         """Fetch the state/action sections (and image sections) of the episodes at ``positions`` from a
