@@ -260,3 +260,22 @@ def test_the_tree_of_a_remote_file_reads_each_episode_first_frame_not_the_file(s
         assert described == {name: (array.shape, array.dtype) for name, array in tree_of(local).arrays()}
     assert sent <= len(data) // 8 + SLACK, (sent, len(data))
     assert requests <= (4 if backend == "http" else 4 + 2 * 6), requests
+
+
+def test_the_metadata_of_many_episodes_comes_in_concurrent_several_range_gets(serve, many_episodes, http_server):
+    """2,000 blobs: 32 GETs of 64 ranges, the first alone (it tells whether the server answers several ranges),
+    the others several at once (one after another before)."""
+    url, options, counts = serve("metas-many.kdb", many_episodes, "http")
+    with kdb.open(url, storage_options=options) as reader, kdb.open(many_episodes) as local:
+        assert len(reader.index) == EPISODES
+        http_server.delay = 0.1
+        try:
+            counts.reset()
+            http_server.reset_peak()
+            metas = reader.read_metas()
+            requests, peak = counts.total()[0], http_server.peak
+        finally:
+            http_server.delay = 0.0
+        assert metas == [local.read_meta(position) for position in range(EPISODES)]
+    # Those of the open's first 64 KiB are cached already: the rest, 64 a GET.
+    assert 2 <= requests <= -(-EPISODES // 64) and peak >= 2, (requests, peak)
