@@ -163,3 +163,29 @@ def test_a_batch_asks_each_shard_for_its_episodes_at_once(http_server, tmp_path)
     assert len(batch) == len(expected) == 64
     for got, want in zip(batch, expected):
         assert np.array_equal(got["image.front"], want["image.front"]) and np.array_equal(got["state"], want["state"])
+
+
+def test_stats_of_remote_shards_read_every_episode_together(http_server, tmp_path):
+    """`arrayio kdb stats` reads each episode's metadata and the cameras of its first frame: one request per
+    episode (and more), one after another, before; now per shard the whole index, then the metadata and the
+    first frames in a GET of several ranges each."""
+    from arrayio.robot.tools import stats
+
+    rng = np.random.default_rng(7)
+    urls, paths = [], []
+    for number in range(2):
+        path = tmp_path / f"stats-{number}.kdb"
+        with kdb.Writer(path, compress="jpeg") as writer:
+            for episode in range(12):
+                writer.add_episode(np.zeros((10, 3), np.float32), np.zeros((10, 2), np.float32), task=f"t{episode % 3}",
+                                   images={"front": rng.integers(0, 255, (10, 64, 64, 3), np.uint8)})
+        urls.append(http_server.put(f"stats/{path.name}", path.read_bytes()))
+        paths.append(path)
+    http_server.counts.reset()
+    remote = stats(urls)
+    requests, sent = http_server.counts.total()
+    local = stats(paths)
+    assert {key: value for key, value in remote.items() if key != "files"} == \
+        {key: value for key, value in local.items() if key != "files"}
+    assert requests <= 2 * 5, requests  # per shard: the open, the index, the metadata, the first frames (+1 spare)
+    assert sent <= sum(path.stat().st_size for path in paths) // 3, sent

@@ -129,8 +129,7 @@ def filter_file(source: Any, target: Any, predicate: Callable[[EpisodeMeta], boo
     """
     kept = 0
     with open_file(source) as kdb, Writer(target) as writer:
-        for position in range(len(kdb)):
-            meta = kdb.read_meta(position)
+        for position, meta in enumerate(kdb.read_metas()):  # together: a remote file's blobs in few requests
             if predicate(meta):
                 copy_episode(writer, kdb, position, episode_id=meta.episode_id)
                 kept += 1
@@ -247,8 +246,9 @@ def stats(sources: Sequence[Any], *, progress: Progress = _no_progress, storage_
             parts["other"] = kdb.file_size - sum(parts.values())
             files.append({"path": os.fsdecode(path) if isinstance(path, (str, os.PathLike)) else str(path),
                           "episodes": len(kdb), "frames": kdb.num_frames, "bytes": kdb.file_size, "parts": parts})
-            for position in range(len(kdb)):
-                meta = kdb.read_meta(position)
+            metas = kdb.read_metas()  # together: a remote shard's blobs in few requests, not one each
+            kdb.prefetch_first_frames()  # the cameras counted below, from each episode's first frame
+            for position, meta in enumerate(metas):
                 episodes += 1
                 frames += meta.num_frames
                 dims.add((meta.state_dim, meta.action_dim))
