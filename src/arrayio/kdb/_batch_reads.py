@@ -80,23 +80,30 @@ class BatchReads:
             column[numbers] = np.array(rows, np.int64).view(IMAGE_TABLE_DTYPE).reshape(-1)  # its fields: 6 int64
         return table
 
-    def read_metas(self: Any) -> list[Any]:
-        """Every episode's metadata (``read_meta`` of each position), the blobs of a remote file fetched
-        at once (one several-range GET where the server answers those, else concurrently), not one round
-        trip after another."""
-        len(self.index)  # every entry in one request, not a block (8 entries) at a time
-        entries = [self.entry(position) for position in range(len(self))]
-        self.source.prefetch([(entry.meta_offset, entry.meta_length) for entry in entries], together=True)
-        return [self.read_meta(position) for position in range(len(self))]
+    def read_metas(self: Any, positions: Sequence[int] | None = None) -> list[Any]:
+        """The metadata of the episodes at ``positions`` (every one by default), their blobs in a remote file
+        fetched at once (GETs of several ranges where the server answers those, else concurrently), not one
+        round trip after another."""
+        entries = self._checked_entries(positions)
+        self.source.prefetch([(entry.meta_offset, entry.meta_length) for entry in entries.values()], together=True)
+        return [self.read_meta(position) for position in entries]
 
-    def prefetch_first_frames(self: Any) -> None:
-        """Fetch the start of every episode's image section from a remote file, together: a frame's even share
-        of it, what the frame walk reads first to find the first frame's records. Finding each episode's
-        cameras then costs no request of its own, nor its whole section (a no-op for a mapped file)."""
-        len(self.index)  # every entry in one request, not a block (8 entries) at a time
-        entries = [self.entry(position) for position in range(len(self))]
+    def prefetch_first_frames(self: Any, positions: Sequence[int] | None = None) -> None:
+        """Fetch the start of the image section of the episodes at ``positions`` (every one by default) from a
+        remote file, together: a frame's even share of it, what the frame walk reads first to find the first
+        frame's records. Finding each episode's cameras then costs no request of its own, nor its whole
+        section (a no-op for a mapped file)."""
+        entries = self._checked_entries(positions).values()
         self.source.prefetch([(entry.images_offset, even_frame_end(entry, 0)) for entry in entries if entry.num_frames],
                              together=True)
+
+    def _checked_entries(self: Any, positions: Sequence[int] | None) -> dict[int, Any]:
+        """{position: checked entry} of ``positions`` (every episode by default, the index read whole first:
+        one request, not one per block of 8 entries)."""
+        if positions is None:
+            len(self.index)
+            positions = range(len(self))
+        return {int(position): self.entry(int(position)) for position in positions}
 
     def prefetch_episodes(self: Any, positions: Sequence[int], *, images: bool = True) -> None:
         """Fetch the state/action sections (and image sections) of the episodes at ``positions`` from a

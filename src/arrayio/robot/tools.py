@@ -18,7 +18,7 @@ from __future__ import annotations
 import ast
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -32,6 +32,7 @@ PNG_MAGIC = b"\x89PNG"
 SUCCESS_VALUES = {"true": True, "false": False, "unknown": None}
 # Deeper expressions are refused before evaluation, which recurses once per level.
 MAX_WHERE_DEPTH = 100
+META_BLOCK = 4096  # episodes whose metadata stats and filter read together (one several-range GET is 64)
 WHERE_FIELDS = ("episode_id", "frames", "state_dim", "action_dim", "fps", "success", "total_reward", "embodiment",
                 "task")
 
@@ -129,7 +130,7 @@ def filter_file(source: Any, target: Any, predicate: Callable[[EpisodeMeta], boo
     """
     kept = 0
     with open_file(source) as kdb, Writer(target) as writer:
-        for position, meta in enumerate(kdb.read_metas()):  # together: a remote file's blobs in few requests
+        for position, meta in _metas(kdb):
             if predicate(meta):
                 copy_episode(writer, kdb, position, episode_id=meta.episode_id)
                 kept += 1
@@ -246,9 +247,7 @@ def stats(sources: Sequence[Any], *, progress: Progress = _no_progress, storage_
             parts["other"] = kdb.file_size - sum(parts.values())
             files.append({"path": os.fsdecode(path) if isinstance(path, (str, os.PathLike)) else str(path),
                           "episodes": len(kdb), "frames": kdb.num_frames, "bytes": kdb.file_size, "parts": parts})
-            metas = kdb.read_metas()  # together: a remote shard's blobs in few requests, not one each
-            kdb.prefetch_first_frames()  # the cameras counted below, from each episode's first frame
-            for position, meta in enumerate(metas):
+            for position, meta in _metas(kdb, first_frames=True):  # the cameras are counted from the first frame
                 episodes += 1
                 frames += meta.num_frames
                 dims.add((meta.state_dim, meta.action_dim))
@@ -275,6 +274,17 @@ def stats(sources: Sequence[Any], *, progress: Progress = _no_progress, storage_
             "embodiments": dict(sorted(embodiments.items())),
             "success": counts, "success_rate": _rate(counts),
             "tasks": dict(sorted(tasks.items())), "cameras": cameras}
+
+
+def _metas(kdb: KdbFile, *, first_frames: bool = False) -> Iterator[tuple[int, EpisodeMeta]]:
+    """(position, metadata) of every episode, read META_BLOCK episodes at a time: a remote file's blobs (and
+    with ``first_frames`` the start of each image section) together, not one request each, in bounded memory."""
+    for first in range(0, len(kdb), META_BLOCK):
+        positions = range(first, min(first + META_BLOCK, len(kdb)))
+        metas = kdb.read_metas(positions)
+        if first_frames:
+            kdb.prefetch_first_frames(positions)
+        yield from zip(positions, metas)
 
 
 def _rate(counts: dict[str, Any]) -> float | None:
