@@ -707,12 +707,16 @@ class _FrameWalk:
         self.read_head = read_head
         self.wanted = wanted
         self.section = read_head(wanted)
+        self.extended = False
         self.starts = [0]
         self.names: dict[bytes, str] = {}
 
     def extend(self, needed: int) -> memoryview:
-        """The section's first ``needed`` bytes or more: up to ``wanted`` while that covers them, else all."""
-        self.section = self.read_head(self.wanted if needed <= self.wanted else self.size)
+        """The section's first ``needed`` bytes or more: up to ``wanted`` the first time, when that covers them;
+        else all (a walk reading frame after frame would otherwise fetch each one on its own)."""
+        whole = needed > self.wanted or self.extended
+        self.extended = True
+        self.section = self.read_head(self.size if whole else self.wanted)
         return self.section
 
     def frame_start(self, frame: int) -> int:
