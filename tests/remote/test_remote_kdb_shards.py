@@ -189,3 +189,40 @@ def test_stats_of_remote_shards_read_every_episode_together(http_server, tmp_pat
         {key: value for key, value in local.items() if key != "files"}
     assert requests <= 2 * 5, requests  # per shard: the open, the index, the metadata, the first frames (+1 spare)
     assert sent <= sum(path.stat().st_size for path in paths) // 3, sent
+
+
+def _episodes_of(path) -> list[tuple]:
+    with kdb.open(path) as reader:
+        return [(reader.read_meta(position).task, reader.steps(position).tobytes(),
+                 [bytes(reader.image_bytes([record.offset], [record.length])[0])
+                  for frame in range(reader.entry(position).num_frames)
+                  for record in reader.image_records(position, frame)])
+                for position in range(len(reader))]
+
+
+def test_merge_and_filter_of_remote_shards_fetch_episodes_ahead_in_few_requests(http_server, tmp_path):
+    """merge and filter copy episode after episode: each cost its sections' requests one after another (and,
+    once, one per frame); now runs of episodes are fetched ahead together."""
+    from arrayio.robot.tools import episode_filter, filter_file, merge
+
+    rng = np.random.default_rng(8)
+    urls, paths = [], []
+    for number in range(2):
+        path = tmp_path / f"merge-{number}.kdb"
+        with kdb.Writer(path, compress="jpeg") as writer:
+            for episode in range(12):
+                writer.add_episode(np.zeros((10, 3), np.float32), np.zeros((10, 2), np.float32), task=f"t{episode % 3}",
+                                   images={"front": rng.integers(0, 255, (10, 64, 64, 3), np.uint8)})
+        urls.append(http_server.put(f"merge/{path.name}", path.read_bytes()))
+        paths.append(path)
+    http_server.counts.reset()
+    merge(urls, tmp_path / "remote.kdb")
+    merged = http_server.counts.total()[0]
+    http_server.counts.reset()
+    filter_file(urls[0], tmp_path / "remote-filtered.kdb", episode_filter(task="t1"))
+    filtered = http_server.counts.total()[0]
+    merge(paths, tmp_path / "local.kdb")
+    filter_file(paths[0], tmp_path / "local-filtered.kdb", episode_filter(task="t1"))
+    assert _episodes_of(tmp_path / "remote.kdb") == _episodes_of(tmp_path / "local.kdb")
+    assert _episodes_of(tmp_path / "remote-filtered.kdb") == _episodes_of(tmp_path / "local-filtered.kdb")
+    assert merged <= 2 * 6 and filtered <= 8, (merged, filtered)  # per shard: open, index, metadata, sections

@@ -33,6 +33,7 @@ SUCCESS_VALUES = {"true": True, "false": False, "unknown": None}
 # Deeper expressions are refused before evaluation, which recurses once per level.
 MAX_WHERE_DEPTH = 100
 META_BLOCK = 4096  # episodes whose metadata stats and filter read together (one several-range GET is 64)
+COPY_BLOCK_BYTES = 8 << 20  # sections merge and filter fetch ahead at once (a remote file's cache holds 32 MiB)
 WHERE_FIELDS = ("episode_id", "frames", "state_dim", "action_dim", "fps", "success", "total_reward", "embodiment",
                 "task")
 
@@ -90,7 +91,7 @@ def merge(sources: Sequence[Any], target: Any, *, keep_ids: bool = False, progre
     with Writer(target) as writer:
         for path in paths:
             with open_shard(path, storage_options) as kdb:
-                for position in range(len(kdb)):
+                for position in _fetched_ahead(kdb, range(len(kdb))):
                     episode_id = int(kdb.index["episode_id"][position]) if keep_ids else None
                     copy_episode(writer, kdb, position, episode_id=episode_id)
                     done += 1
@@ -130,11 +131,14 @@ def filter_file(source: Any, target: Any, predicate: Callable[[EpisodeMeta], boo
     """
     kept = 0
     with open_file(source) as kdb, Writer(target) as writer:
-        for position, meta in _metas(kdb):
-            if predicate(meta):
-                copy_episode(writer, kdb, position, episode_id=meta.episode_id)
+        for first in range(0, len(kdb), META_BLOCK):
+            metas = dict(zip(range(first, min(first + META_BLOCK, len(kdb))),
+                             kdb.read_metas(range(first, min(first + META_BLOCK, len(kdb))))))
+            for position in _fetched_ahead(kdb, [position for position, meta in metas.items() if predicate(meta)]):
+                copy_episode(writer, kdb, position, episode_id=metas[position].episode_id)
                 kept += 1
-            progress(position + 1, len(kdb))
+                progress(position + 1, len(kdb))
+            progress(min(first + META_BLOCK, len(kdb)), len(kdb))
         if not kept and not keep_empty:
             writer.abort()
         return kept, len(kdb)
@@ -285,6 +289,21 @@ def _metas(kdb: KdbFile, *, first_frames: bool = False) -> Iterator[tuple[int, E
         if first_frames:
             kdb.prefetch_first_frames(positions)
         yield from zip(positions, metas)
+
+
+def _fetched_ahead(kdb: KdbFile, positions: Sequence[int]) -> Iterator[int]:
+    """``positions`` in order, each run of COPY_BLOCK_BYTES of their sections fetched ahead at once: from a
+    remote file, neighbouring episodes in one request, not each episode's sections one after another."""
+    block: list[int] = []
+    held = 0
+    for position in positions:
+        entry = kdb.entry(position)
+        block.append(position)
+        held += entry.actions_length + entry.images_length
+        if held >= COPY_BLOCK_BYTES or position == positions[-1]:
+            kdb.prefetch_episodes(block)
+            yield from block
+            block, held = [], 0
 
 
 def _rate(counts: dict[str, Any]) -> float | None:
