@@ -165,22 +165,28 @@ def test_a_batch_asks_each_shard_for_its_episodes_at_once(http_server, tmp_path)
         assert np.array_equal(got["image.front"], want["image.front"]) and np.array_equal(got["state"], want["state"])
 
 
+def _served_jpeg_shards(http_server, tmp_path, name: str) -> tuple[list[str], list]:
+    """2 shards of 12 episodes of 10 JPEG frames (tasks t0, t1, t2 in turn) on the range server: (urls, paths)."""
+    rng = np.random.default_rng(8)
+    urls, paths = [], []
+    for number in range(2):
+        path = tmp_path / f"{name}-{number}.kdb"
+        with kdb.Writer(path, compress="jpeg") as writer:
+            for episode in range(12):
+                writer.add_episode(np.zeros((10, 3), np.float32), np.zeros((10, 2), np.float32), task=f"t{episode % 3}",
+                                   images={"front": rng.integers(0, 255, (10, 64, 64, 3), np.uint8)})
+        urls.append(http_server.put(f"{name}/{path.name}", path.read_bytes()))
+        paths.append(path)
+    return urls, paths
+
+
 def test_stats_of_remote_shards_read_every_episode_together(http_server, tmp_path):
     """`arrayio kdb stats` reads each episode's metadata and the cameras of its first frame: one request per
     episode (and more), one after another, before; now per shard the whole index, then the metadata and the
     first frames in a GET of several ranges each."""
     from arrayio.robot.tools import stats
 
-    rng = np.random.default_rng(7)
-    urls, paths = [], []
-    for number in range(2):
-        path = tmp_path / f"stats-{number}.kdb"
-        with kdb.Writer(path, compress="jpeg") as writer:
-            for episode in range(12):
-                writer.add_episode(np.zeros((10, 3), np.float32), np.zeros((10, 2), np.float32), task=f"t{episode % 3}",
-                                   images={"front": rng.integers(0, 255, (10, 64, 64, 3), np.uint8)})
-        urls.append(http_server.put(f"stats/{path.name}", path.read_bytes()))
-        paths.append(path)
+    urls, paths = _served_jpeg_shards(http_server, tmp_path, "stats")
     http_server.counts.reset()
     remote = stats(urls)
     requests, sent = http_server.counts.total()
@@ -205,16 +211,7 @@ def test_merge_and_filter_of_remote_shards_fetch_episodes_ahead_in_few_requests(
     once, one per frame); now runs of episodes are fetched ahead together."""
     from arrayio.robot.tools import episode_filter, filter_file, merge
 
-    rng = np.random.default_rng(8)
-    urls, paths = [], []
-    for number in range(2):
-        path = tmp_path / f"merge-{number}.kdb"
-        with kdb.Writer(path, compress="jpeg") as writer:
-            for episode in range(12):
-                writer.add_episode(np.zeros((10, 3), np.float32), np.zeros((10, 2), np.float32), task=f"t{episode % 3}",
-                                   images={"front": rng.integers(0, 255, (10, 64, 64, 3), np.uint8)})
-        urls.append(http_server.put(f"merge/{path.name}", path.read_bytes()))
-        paths.append(path)
+    urls, paths = _served_jpeg_shards(http_server, tmp_path, "merge")
     http_server.counts.reset()
     merge(urls, tmp_path / "remote.kdb")
     merged = http_server.counts.total()[0]
