@@ -16,6 +16,7 @@ unknown value (``total_reward`` of an episode without one) is false.
 from __future__ import annotations
 
 import ast
+import itertools
 import os
 import re
 from collections.abc import Callable, Iterator, Sequence
@@ -131,14 +132,13 @@ def filter_file(source: Any, target: Any, predicate: Callable[[EpisodeMeta], boo
     """
     kept = 0
     with open_file(source) as kdb, Writer(target) as writer:
-        for first in range(0, len(kdb), META_BLOCK):
-            metas = dict(zip(range(first, min(first + META_BLOCK, len(kdb))),
-                             kdb.read_metas(range(first, min(first + META_BLOCK, len(kdb))))))
-            for position in _fetched_ahead(kdb, [position for position, meta in metas.items() if predicate(meta)]):
+        for block in _meta_blocks(kdb):
+            metas = dict(block)
+            for position in _fetched_ahead(kdb, [position for position, meta in block if predicate(meta)]):
                 copy_episode(writer, kdb, position, episode_id=metas[position].episode_id)
                 kept += 1
                 progress(position + 1, len(kdb))
-            progress(min(first + META_BLOCK, len(kdb)), len(kdb))
+            progress(block[-1][0] + 1, len(kdb))
         if not kept and not keep_empty:
             writer.abort()
         return kept, len(kdb)
@@ -251,7 +251,7 @@ def stats(sources: Sequence[Any], *, progress: Progress = _no_progress, storage_
             parts["other"] = kdb.file_size - sum(parts.values())
             files.append({"path": os.fsdecode(path) if isinstance(path, (str, os.PathLike)) else str(path),
                           "episodes": len(kdb), "frames": kdb.num_frames, "bytes": kdb.file_size, "parts": parts})
-            for position, meta in _metas(kdb, first_frames=True):  # the cameras are counted from the first frame
+            for position, meta in itertools.chain.from_iterable(_meta_blocks(kdb, first_frames=True)):
                 episodes += 1
                 frames += meta.num_frames
                 dims.add((meta.state_dim, meta.action_dim))
@@ -280,15 +280,16 @@ def stats(sources: Sequence[Any], *, progress: Progress = _no_progress, storage_
             "tasks": dict(sorted(tasks.items())), "cameras": cameras}
 
 
-def _metas(kdb: KdbFile, *, first_frames: bool = False) -> Iterator[tuple[int, EpisodeMeta]]:
-    """(position, metadata) of every episode, read META_BLOCK episodes at a time: a remote file's blobs (and
-    with ``first_frames`` the start of each image section) together, not one request each, in bounded memory."""
+def _meta_blocks(kdb: KdbFile, *, first_frames: bool = False) -> Iterator[list[tuple[int, EpisodeMeta]]]:
+    """[(position, metadata)] of every episode, META_BLOCK episodes a block: a remote file's blobs (and with
+    ``first_frames`` the start of each image section, where the cameras are counted from) read together, not
+    one request each, in bounded memory."""
     for first in range(0, len(kdb), META_BLOCK):
         positions = range(first, min(first + META_BLOCK, len(kdb)))
         metas = kdb.read_metas(positions)
         if first_frames:
             kdb.prefetch_first_frames(positions)
-        yield from zip(positions, metas)
+        yield list(zip(positions, metas))
 
 
 def _fetched_ahead(kdb: KdbFile, positions: Sequence[int]) -> Iterator[int]:
