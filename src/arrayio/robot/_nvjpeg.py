@@ -3,7 +3,8 @@ TorchScript function: it runs in C++ with the GIL released, and a batch's 512 im
 images never become Python objects. Called from Python, torchvision's operator took the GIL back hundreds of
 times per batch: beside a thread running Python (the loader's staging thread, a training loop) its decode
 ran 2-10x slower on an H100 machine (benchmarks/kdb_gpu.py --probe). Where TorchScript cannot compile or run
-the function, the same steps run from Python.
+the function, the same steps run from Python. On GPUs with a hardware JPEG decoder, nvJPEG is called directly
+instead (:mod:`._nvjpeg_hardware`), and this path decodes what that one refuses.
 
 This module has no ``from __future__ import annotations``: TorchScript reads the annotations as written.
 """
@@ -16,6 +17,7 @@ from typing import List, Optional  # noqa: UP035 - TorchScript's own spellings o
 import torch
 
 from .._optional import require
+from ._nvjpeg_hardware import decode_into_stacks, hardware_decoder
 
 LOG = logging.getLogger("arrayio.robot")
 _COMPILED: dict = {}  # "function": the compiled decode, or None once it cannot be used here
@@ -45,11 +47,20 @@ def decode_stacked(datas: List[torch.Tensor], lengths: List[List[int]], groups: 
 
 
 def decode_groups(datas: list[torch.Tensor], lengths: list[list[int]], groups: list[list[int]], mode: int,
-                  device: torch.device, scale: torch.Tensor | None = None) -> list[torch.Tensor]:
-    """:func:`decode_stacked` for images of channel ``mode`` (1: grey, 3: RGB): compiled where it can be, from
-    Python where it cannot (or where the compiled one fails and the same steps from Python do not: then for
-    good)."""
-    io = require("torchvision.io", "GPU JPEG decode")  # registers the operator
+                  device: torch.device, scale: torch.Tensor | None = None,
+                  sizes: list[tuple[int, int]] | None = None) -> list[torch.Tensor]:
+    """:func:`decode_stacked` for images of channel ``mode`` (1: grey, 3: RGB). Where each group's image size
+    (``sizes``, checked against every header) is given and the GPU has a hardware JPEG decoder, nvJPEG decodes
+    straight into the stacks (:mod:`._nvjpeg_hardware`); else torchvision's operator, compiled where it can be,
+    from Python where it cannot (or where the compiled one fails and the same steps from Python do not: then
+    for good)."""
+    io = require("torchvision.io", "GPU JPEG decode")  # registers the operator, and loads nvJPEG
+    if sizes is not None and device.type == "cuda":
+        decoder = hardware_decoder(device)
+        if decoder is not None:
+            stacks = decode_into_stacks(decoder, datas, lengths, groups, sizes, mode, device, scale)
+            if stacks is not None:
+                return stacks
     read_mode = (io.ImageReadMode.GRAY if mode == 1 else io.ImageReadMode.RGB).value
     compiled = _compiled()
     if compiled is None:

@@ -646,7 +646,7 @@ class _NvjpegCall:
             datas, lengths = (list(column) for column in zip(*self.cameras[mode]))
             started = time.perf_counter()
             stacks = decode_groups(datas, lengths, [self.groups[key] for key in shapes], mode, self.device,
-                                   _SCALE if self.image_format == "float" else None)
+                                   _SCALE if self.image_format == "float" else None, [key[1:] for key in shapes])
             self.decode_s += time.perf_counter() - started
             self.stacked.update(zip(shapes, stacks))
         return self.stacked[shape][start:stop]

@@ -388,8 +388,10 @@ class GpuLoader:
 
     Two threads feed the consumer: one fetches each batch, copies it into
     page-locked buffers and checks its images; the other issues its copies
-    and decode on the device's side stream. The decode runs compiled, with
-    the GIL released (see :mod:`arrayio.robot._nvjpeg`), so the checks of
+    and decode on the device's side stream. The decode runs with the GIL
+    released (nvJPEG's hardware decoder called directly in lanes, see
+    :mod:`arrayio.robot._nvjpeg_hardware`, or torchvision's operator
+    compiled, see :mod:`arrayio.robot._nvjpeg`), so the checks of
     batch n + 1 run while batch n decodes. Each call the issuing thread makes
     hands the GIL back, and taking it again waits up to one switch interval
     (5 ms by default) behind a thread running Python: hence the shorter
