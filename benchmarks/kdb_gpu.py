@@ -40,6 +40,7 @@ from arrayio import kdb  # noqa: E402
 from arrayio.kdb import EncodedImage, check_jpeg_headers  # noqa: E402
 
 AREA = "kdb-gpu"
+SWEEP_DECODERS: dict = {}  # lanes -> a hardware decoder of that many lanes
 BATCH = 256
 
 
@@ -121,14 +122,16 @@ def packed_batches(dataset, count: int, seed: int) -> list[dict]:
     return [collate(packed.__getitems__(rng.integers(0, len(dataset), BATCH).tolist())) for _ in range(count)]
 
 
-def sustained_ceiling(batches: list[dict], device) -> float:
-    """Frames/s of nvJPEG alone decoding ``batches`` back to back from page-locked memory (best of 3): the
-    better of one call per batch for every camera (as the loader calls it) and one call per camera. The loader
-    is timed the same way, over as many distinct batches, so the two differ only by what the loader adds."""
+def sustained_ceiling(batches: list[dict], device) -> tuple[float, float | None]:
+    """Frames/s of nvJPEG alone decoding ``batches`` back to back from page-locked memory (best of 3), called
+    two ways: through torchvision (the better of one call per batch for every camera, as the loader called it
+    before, and one call per camera), and directly on the hardware backend into one stack per batch (as the
+    loader calls it now; None where the GPU has no hardware decoder). The loader is timed the same way, over
+    as many distinct batches, so the two differ only by what the loader adds."""
     from arrayio.robot.torch import decode_batch
 
     if device.type != "cuda":
-        return _back_to_back(device, [lambda batch=batch: decode_batch(batch, device) for batch in batches])
+        return _back_to_back(device, [lambda batch=batch: decode_batch(batch, device) for batch in batches]), None
     from torchvision.io import decode_jpeg
 
     cameras = [key for key in batches[0] if key + "_offsets" in batches[0]]
@@ -136,7 +139,40 @@ def sustained_ceiling(batches: list[dict], device) -> float:
     together = [lambda pieces=pieces: decode_jpeg(sum(pieces.values(), []), device=device) for pieces in pinned]
     apart = [lambda pieces=pieces: [decode_jpeg(camera, device=device) for camera in pieces.values()]
              for pieces in pinned]
-    return max(_back_to_back(device, together), _back_to_back(device, apart))
+    through_torchvision = max(_back_to_back(device, together), _back_to_back(device, apart))
+    direct = [hardware_decode(batch, device) for batch in batches]
+    return through_torchvision, None if None in direct else _back_to_back(device, direct)
+
+
+def hardware_decode(batch: dict, device, decoder=None):
+    """A function decoding the packed JPEGs of every camera of ``batch`` (copied to page-locked memory) with
+    nvJPEG's hardware decoder called directly (``decoder``, default the loader's), into one stack; None where
+    the GPU has none."""
+    from arrayio.robot import _nvjpeg_hardware
+
+    decoder = decoder or _nvjpeg_hardware.hardware_decoder(device)
+    if decoder is None:
+        return None
+    cameras = [key for key in batch if key + "_offsets" in batch]
+    datas = [batch[key][:int(batch[key + "_offsets"][-1])].pin_memory() for key in cameras]
+    lengths = [batch[key + "_offsets"].diff().tolist() for key in cameras]
+    size = tuple(int(side) for side in batch[cameras[0] + "_sizes"][0, :2])
+    return lambda: _nvjpeg_hardware.decode_into_stacks(decoder, datas, lengths, [list(range(len(cameras)))],
+                                                       [size], 3, device, None)
+
+
+class decoding_through_torchvision:  # noqa: N801 - used as a with-statement, like contextlib's
+    """Within it, the loader decodes through torchvision's operator (the path before the hardware decoder)."""
+
+    def __enter__(self) -> None:
+        from arrayio.robot import _nvjpeg_hardware
+
+        os.environ[_nvjpeg_hardware.SWITCH] = "torchvision"
+
+    def __exit__(self, *exc) -> None:
+        from arrayio.robot import _nvjpeg_hardware
+
+        os.environ.pop(_nvjpeg_hardware.SWITCH, None)
 
 
 def _back_to_back(device, decodes: list) -> float:
@@ -179,7 +215,12 @@ def probe(dataset, device) -> None:
              ("the same from page-locked memory", lambda _: decode_jpeg(pinned_pieces, device=device), lambda: None),
              ("plan_decode: checks + issue", lambda _: plan()(), lambda: None),
              ("its issue step alone (decode, stack, float, copies)", lambda planned: planned(), plan)]
+    direct = hardware_decode(packed, device) if device.type == "cuda" else None
+    if direct is not None:
+        cases.insert(3, ("hardware decoder called directly, into one stack", lambda _: direct(), lambda: None))
     print(f"\nprobe, one packed batch of {BATCH} frames x {len(cameras)} cameras, best of 3 x 5:")
+    if device.type == "cuda":
+        check_hardware_decode(packed, device)
     for name, run, prepare in cases:
         print(f"  {name:<55} {frames_per_second(device, run, prepare):>9,.0f} frames/s")
     for name, check in (("one image at a time", check_one_by_one), ("all at once", check_jpeg_headers)):
@@ -200,6 +241,8 @@ def probe(dataset, device) -> None:
     compiled = _nvjpeg._compiled() if device.type == "cuda" else None
     beside = [("nvJPEG from Python", lambda _: decode_jpeg(together, device=device), lambda: None),
               ("the issue step", lambda planned: planned(), plan)]
+    if direct is not None:
+        beside.append(("the hardware decoder called directly", lambda _: direct(), lambda: None))
     if compiled is not None:
         beside.insert(1, ("nvJPEG + stack compiled", lambda _: compiled(datas, lengths, [[0, 1]], 3, device, None),
                           lambda: None))
@@ -223,6 +266,37 @@ def probe(dataset, device) -> None:
             label = f"{name} in a thread beside a Python spin, switch interval {interval * 1e3:g} ms"
             print(f"  {label:<75} {result[0]:>9,.0f} frames/s")
     sys.setswitchinterval(0.005)
+
+
+def check_hardware_decode(packed: dict, device) -> None:
+    """Print where the nvJPEG library was found, and how the hardware decoder's images (called directly,
+    RGB and grey) differ from torchvision's decode of the same batch."""
+    import torch
+    from torchvision.io import ImageReadMode, decode_jpeg
+
+    from arrayio.robot import _nvjpeg_hardware
+
+    with open("/proc/self/maps") as maps:
+        print(f"  nvJPEG loaded from {_nvjpeg_hardware.library_path(maps.read())}")
+    decoder = _nvjpeg_hardware.hardware_decoder(device)
+    if decoder is None:
+        print("  no hardware decoder here: the loader decodes through torchvision")
+        return
+    cameras = [key for key in packed if key + "_offsets" in packed]
+    datas = [packed[key][:int(packed[key + "_offsets"][-1])] for key in cameras]
+    lengths = [packed[key + "_offsets"].diff().tolist() for key in cameras]
+    size = tuple(int(side) for side in packed[cameras[0] + "_sizes"][0, :2])
+    for mode, read_mode in ((3, ImageReadMode.RGB), (1, ImageReadMode.GRAY)):
+        ours = _nvjpeg_hardware.decode_into_stacks(decoder, datas, lengths, [list(range(len(cameras)))], [size],
+                                                   mode, device, None)
+        if ours is None:
+            print(f"  mode {mode}: the hardware decoder refused the batch")
+            continue
+        theirs = torch.stack(decode_jpeg([piece for key in cameras for piece in pieces_of(packed, key)],
+                                         device=device, mode=read_mode))
+        difference = (ours[0].int() - theirs.int()).abs()
+        print(f"  mode {mode}: hardware {tuple(ours[0].shape)} vs torchvision {tuple(theirs.shape)}: "
+              f"max |difference| {int(difference.max())}, mean {float(difference.float().mean()):.4f}")
 
 
 def check_one_by_one(flat, starts, widths, heights) -> None:
@@ -295,6 +369,16 @@ def measure_size(dataset, device, size: int, args, workers_list: list[int], data
     the card's and host's state drift within a run)."""
     single = ceiling(dataset, device)
     batches = packed_batches(dataset, args.batches, seed=size)
+    if device.type == "cuda" and hardware_decode(batches[0], device) is not None:
+        from arrayio.robot import _nvjpeg_hardware
+
+        library = _nvjpeg_hardware.hardware_decoder(device).lanes[0].library
+        for lanes in sorted({1, 2, _nvjpeg_hardware.LANES, 8}):
+            if lanes not in SWEEP_DECODERS:  # made once: each lane holds hardware decoder resources
+                SWEEP_DECODERS[lanes] = _nvjpeg_hardware.HardwareDecoder(library, device, lanes)
+            decoder = SWEEP_DECODERS[lanes]
+            rate = _back_to_back(device, [hardware_decode(batch, device, decoder) for batch in batches])
+            print(f"hardware decoder alone, {lanes} lane(s): {rate:,.0f} frames/s")
     ratios: dict[tuple, list[float]] = {(interval, name): [] for interval in intervals for name in ("plain", "step")}
     print(f"\n{size}x{size}: nvJPEG on one batch repeated (the earlier reading) {single:,.0f} frames/s")
     print(f"{'workers':>8} {'interval':>9} {'ceiling':>9} {'gpu':>9} {'ratio':>6} {'+step':>9} {'ratio':>6} "
@@ -305,7 +389,12 @@ def measure_size(dataset, device, size: int, args, workers_list: list[int], data
         before = sustained_ceiling(batches, device)
         best = dict.fromkeys(ratios, 0.0)
         stats: dict = {}
+        through_torchvision = 0.0
         for _ in range(args.best_of):
+            if args.torchvision:
+                with decoding_through_torchvision():
+                    through_torchvision = max(through_torchvision, loader_rate(
+                        dataset, device, workers, "gpu", args.batches, standin_step(device, 0))[0])
             for interval in intervals:
                 options = {} if interval is None else {"switch_interval_s": interval or None}
                 for name, size_of_step in (("plain", 0), ("step", args.standin)):
@@ -314,8 +403,15 @@ def measure_size(dataset, device, size: int, args, workers_list: list[int], data
                     if name == "plain" and rate > best[interval, name]:
                         stats[interval] = run_stats  # the stages of the best plain run, the one the row quotes
                     best[interval, name] = max(best[interval, name], rate)
-        limit = max(before, sustained_ceiling(batches, device))
+        after = sustained_ceiling(batches, device)
+        old_limit = max(before[0], after[0])  # nvJPEG through torchvision, the issue's ceiling
+        direct = [reading for reading in (before[1], after[1]) if reading is not None]
+        limit = max([old_limit, *direct])  # the faster way of calling nvJPEG alone
         cpu, _, _ = loader_rate(dataset, device, workers, "cpu", args.batches, standin_step(device, 0))
+        print(f"{workers:>8} ceilings: nvJPEG through torchvision {old_limit:,.0f}, hardware decoder called "
+              f"directly {max(direct) if direct else float('nan'):,.0f} frames/s"
+              + (f"; loader through torchvision {through_torchvision:,.0f} ({through_torchvision / limit:.2f})"
+                 if args.torchvision else ""))
         for interval in intervals:
             plain, step, stage = best[interval, "plain"], best[interval, "step"], stats[interval]
             shown = "default" if interval is None else f"{interval * 1e3:g} ms" if interval else "none"
@@ -330,7 +426,12 @@ def measure_size(dataset, device, size: int, args, workers_list: list[int], data
                                       + (", training stand-in" if name == "step" else ""), rate,
                                       limit=limit, limit_name="nvJPEG ceiling (sustained)", unit="frames/s",
                                       higher_is_better=True, target="ours / ceiling >= 0.9",
-                                      note=f"one batch repeated: {single:,.0f} frames/s"))
+                                      note=f"one batch repeated: {single:,.0f} frames/s; nvJPEG through "
+                                      f"torchvision {old_limit:,.0f} frames/s"))
+        if args.torchvision:
+            rows.append(_rows.row(AREA, f"{size}px, {workers} workers, GpuLoader decode=gpu through torchvision",
+                                  through_torchvision, limit=limit, limit_name="nvJPEG ceiling (sustained)",
+                                  unit="frames/s", higher_is_better=True))
         rows.append(_rows.row(AREA, f"{size}px, {workers} workers, GpuLoader decode=cpu", cpu, limit=limit,
                               limit_name="nvJPEG ceiling (sustained)", unit="frames/s", higher_is_better=True,
                               note=choice))
@@ -353,9 +454,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--probe", action="store_true", help="only time the parts of one batch's decode")
     parser.add_argument("--workers", default=None, metavar="N,N,...", help="worker counts (default 0/4/8/cores-1)")
     parser.add_argument("--sizes", default="96,224", metavar="PX,PX", help="image sizes")
+    parser.add_argument("--lanes", type=int, default=None, help="lanes of nvJPEG's hardware decoder (default 4)")
+    parser.add_argument("--torchvision", action="store_true",
+                        help="also time decode=gpu through torchvision's operator (the path before)")
     _rows.add_arguments(parser)
     args = parser.parse_args(argv)
     import torch
+
+    from arrayio.robot import _nvjpeg_hardware
+
+    _nvjpeg_hardware.LANES = args.lanes or _nvjpeg_hardware.LANES
 
     device = torch.device(args.device)
     cores = len(os.sched_getaffinity(0))
