@@ -18,6 +18,7 @@ off.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import glob
@@ -43,7 +44,7 @@ STATES = 2
 LANES = 4
 LANE_IMAGES = 32
 SWITCH = "ARRAYIO_NVJPEG"  # "torchvision": decode through torchvision's operator only
-_DECODERS: dict[int, Any] = {}  # CUDA device index -> its HardwareDecoder, or None where it cannot be made
+_DECODERS: dict[int, HardwareDecoder | None] = {}  # CUDA device index -> its decoder, None where none can be made
 _MADE = threading.Lock()
 
 
@@ -68,12 +69,10 @@ def _load_library() -> ctypes.CDLL | None:
     except OSError:
         loaded = None
     candidates = [loaded] if loaded else []
-    try:
+    with contextlib.suppress(ImportError):  # where it is missing, only the system's library is left
         import torchvision
 
         candidates += sorted(glob.glob(os.path.join(os.path.dirname(torchvision.__file__) + ".libs", "libnvjpeg*")))
-    except ImportError:
-        pass
     candidates += [name for name in (ctypes.util.find_library("nvjpeg"),) if name]
     for candidate in candidates:
         try:
@@ -251,8 +250,8 @@ def decode_into_stacks(decoder: HardwareDecoder, datas: list[torch.Tensor], leng
                        groups: list[list[int]], sizes: list[tuple[int, int]], mode: int, device: torch.device,
                        scale: torch.Tensor | None) -> list[torch.Tensor] | None:
     """The stacks of ``decode_stacked`` (each group of cameras' images, of ``sizes[g]`` = (height, width), in one
-    tensor), decoded by ``decoder`` in one nvJPEG call on the current stream; None where these bytes cannot
-    go to it (not contiguous host bytes) or nvJPEG refuses the batch."""
+    tensor), decoded by ``decoder``'s lanes, the current stream then waiting for them; None where these bytes
+    cannot go to it (not contiguous host bytes), nvJPEG refuses the batch or the decoder fails."""
     channels = 1 if mode == 1 else 3
     stacks: list[torch.Tensor] = []
     place: dict[int, tuple[torch.Tensor, int]] = {}
