@@ -6,6 +6,7 @@ the same worker counts (the crossover) and what decode="auto" chooses at each.
     python benchmarks/kdb_gpu.py [--frames 6144] [--batches 12] [--standin 8] [--quick] [--json PATH]
     python benchmarks/kdb_gpu.py --probe                        # where one batch's decode time goes
     python benchmarks/kdb_gpu.py --switch-intervals 0,0.001     # GpuLoader(switch_interval_s=...) at 224 px
+    python benchmarks/kdb_gpu.py --handoffs                     # the lanes' thread hand-offs, on any CPU
 
 On a GPU machine with Python 3.12 and torch/torchvision but no network, carry ``src/`` and the cp312
 wheels of blosc 1.11.4 and simplejpeg (see /work/.library/device/README.md), then in one command:
@@ -299,6 +300,72 @@ def check_hardware_decode(packed: dict, device) -> None:
               f"max |difference| {int(difference.max())}, mean {float(difference.float().mean()):.4f}")
 
 
+def handoffs() -> None:
+    """Without a GPU: what thread hand-offs cost the hardware decoder's lanes. nvJPEG's call is stood in for
+    by a C call that releases the GIL for 6 ms per run (usleep, through ctypes as nvJPEG is called), the
+    CUDA runtime by no-ops; per batch, alone and beside a thread running Python, at several switch intervals."""
+    import ctypes
+    import threading
+
+    import torch
+
+    from arrayio.robot import _nvjpeg_hardware
+
+    sleep = ctypes.CDLL(None).usleep
+    sleep.argtypes = [ctypes.c_uint]
+
+    class Library:
+        def nvjpegCreateEx(self, backend, device_allocator, pinned_allocator, flags, handle):  # noqa: N802
+            return 0
+
+        def nvjpegJpegStateCreate(self, handle, state):  # noqa: N802
+            return 0
+
+        def nvjpegDecodeBatchedInitialize(self, *arguments):  # noqa: N802
+            return 0
+
+        def nvjpegDecodeBatched(self, *arguments):  # noqa: N802
+            sleep(6000)
+            return 0
+
+    class Nothing:
+        cuda_stream = 0
+
+        def __getattr__(self, name):
+            return lambda *arguments: Nothing()
+
+    images = 2 * BATCH
+    tables = (np.zeros(images, np.uint64), np.ones(images, np.uint64), np.zeros((images, 8), np.uint64))
+    print("\nthread hand-offs of the hardware decoder's lanes (a 6 ms C call per run stands for nvJPEG):")
+    previous = sys.getswitchinterval()
+    for lanes in (1, _nvjpeg_hardware.LANES):
+        decoder = _nvjpeg_hardware.HardwareDecoder(Library(), torch.device("cpu"), lanes, side=Nothing())
+        for interval in (0.005, 0.001, 0.0002, 0.0001):
+            sys.setswitchinterval(interval)
+            for beside in (False, True):
+                stop = threading.Event()
+                spinner = threading.Thread(target=_spin, args=(stop,))
+                if beside:
+                    spinner.start()
+                decoder.decode(*tables, 3, None)
+                seconds = min(timeit.repeat(lambda decoder=decoder: decoder.decode(*tables, 3, None), number=20,
+                                            repeat=3)) / 20
+                stop.set()
+                if beside:
+                    spinner.join()
+                what = "beside a thread running Python" if beside else "alone"
+                print(f"  {lanes} lane(s), switch interval {interval * 1e3:g} ms, {what:<30} "
+                      f"{seconds * 1e3:6.2f} ms per batch")
+    sys.setswitchinterval(previous)
+
+
+def _spin(stop) -> None:
+    """Python running until ``stop`` is set (a stand-in for the staging thread or a training loop)."""
+    count = 0
+    while not stop.is_set():
+        count += 1
+
+
 def check_one_by_one(flat, starts, widths, heights) -> None:
     """The JPEG header check as the loader ran it before: one header parse per image."""
     from arrayio.kdb import check_jpeg_header
@@ -452,6 +519,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--switch-intervals", default=None, metavar="S,S,...",
                         help="time decode=gpu at each GpuLoader(switch_interval_s=...) (0 stands for None)")
     parser.add_argument("--probe", action="store_true", help="only time the parts of one batch's decode")
+    parser.add_argument("--handoffs", action="store_true",
+                        help="only time the thread hand-offs of the hardware decoder's lanes (no GPU needed)")
     parser.add_argument("--workers", default=None, metavar="N,N,...", help="worker counts (default 0/4/8/cores-1)")
     parser.add_argument("--sizes", default="96,224", metavar="PX,PX", help="image sizes")
     parser.add_argument("--lanes", type=int, default=None, help="lanes of nvJPEG's hardware decoder (default 4)")
@@ -459,6 +528,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="also time decode=gpu through torchvision's operator (the path before)")
     _rows.add_arguments(parser)
     args = parser.parse_args(argv)
+    if args.handoffs:
+        handoffs()
+        return
     import torch
 
     from arrayio.robot import _nvjpeg_hardware
