@@ -261,24 +261,25 @@ def test_a_gpu_without_a_hardware_decoder_and_the_switch_leave_decoding_to_torch
 @pytest.mark.skipif(_cuda_and_torchvision() is not None, reason=str(_cuda_and_torchvision()))
 def test_on_cuda_the_hardware_decoder_matches_torchvision_and_leaves_what_it_refuses_to_it(tmp_path):
     from PIL import Image
-    from torchvision.io import decode_jpeg
+    from torchvision.io import ImageReadMode, decode_jpeg
 
     rng = np.random.default_rng(3)
     pictures = rng.integers(0, 255, (6, 24, 32, 3), np.uint8)
-    for name, options in (("baseline", {}), ("progressive", {"progressive": True})):
+    for name, channels, options in (("baseline", 3, {}), ("progressive", 3, {"progressive": True}),
+                                    ("grey", 1, {})):
         encoded = []
         for picture in pictures:
             target = tmp_path / "image.jpg"
-            Image.fromarray(picture).save(target, quality=90, **options)
+            Image.fromarray(picture if channels == 3 else picture[:, :, 0]).save(target, quality=90, **options)
             encoded.append(target.read_bytes())
         path = tmp_path / f"{name}.kdb"
         with kdb.Writer(path) as writer:
             writer.add_episode(np.zeros((6, 2), np.float32), np.zeros((6, 1), np.float32), fps=10.0,
-                               images={"front": [EncodedImage(data, "jpeg", 32, 24, 3) for data in encoded]})
+                               images={"front": [EncodedImage(data, "jpeg", 32, 24, channels) for data in encoded]})
         packed = collate(FrameDataset(path, decode="none").__getitems__(list(range(6))))
         got = plan_decode(packed, "cuda", image_format="uint8")()["image.front"]
         want = torch.stack(decode_jpeg([torch.frombuffer(bytearray(data), dtype=torch.uint8) for data in encoded],
-                                       device="cuda"))
-        assert torch.equal(got, want), name
+                                       device="cuda", mode=ImageReadMode.RGB if channels == 3 else ImageReadMode.GRAY))
+        assert got.shape == (6, channels, 24, 32) and torch.equal(got, want), name
     if any(card in torch.cuda.get_device_name() for card in ("A100", "H100", "H200", "B200")):
         assert hardware.hardware_decoder(torch.device("cuda")) is not None
