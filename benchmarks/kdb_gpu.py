@@ -154,12 +154,19 @@ def hardware_decode(batch: dict, device, decoder=None):
     decoder = decoder or _nvjpeg_hardware.hardware_decoder(device)
     if decoder is None:
         return None
-    cameras = [key for key in batch if key + "_offsets" in batch]
-    datas = [batch[key][:int(batch[key + "_offsets"][-1])].pin_memory() for key in cameras]
-    lengths = [batch[key + "_offsets"].diff().tolist() for key in cameras]
-    size = tuple(int(side) for side in batch[cameras[0] + "_sizes"][0, :2])
-    return lambda: _nvjpeg_hardware.decode_into_stacks(decoder, datas, lengths, [list(range(len(cameras)))],
+    datas, lengths, size = packed_parts(batch)
+    datas = [data.pin_memory() for data in datas]
+    return lambda: _nvjpeg_hardware.decode_into_stacks(decoder, datas, lengths, [list(range(len(datas)))],
                                                        [size], 3, device, None)
+
+
+def packed_parts(batch: dict) -> tuple[list, list[list[int]], tuple[int, int]]:
+    """Every camera's packed JPEG bytes and lengths in ``batch``, and their (height, width)."""
+    cameras = [key for key in batch if key + "_offsets" in batch]
+    datas = [batch[key][:int(batch[key + "_offsets"][-1])] for key in cameras]
+    lengths = [batch[key + "_offsets"].diff().tolist() for key in cameras]
+    height, width = (int(side) for side in batch[cameras[0] + "_sizes"][0, :2])
+    return datas, lengths, (height, width)
 
 
 class decoding_through_torchvision:  # noqa: N801 - used as a with-statement, like contextlib's
@@ -231,14 +238,8 @@ def probe(dataset, device) -> None:
                                                          for key in cameras], number=20, repeat=3)) / 20
         print(f"  {'JPEG header checks of the batch, ' + name:<55} {seconds * 1e3:>9.3f} ms")
     stop = threading.Event()
-
-    def spin() -> None:
-        count = 0
-        while not stop.is_set():
-            count += 1
     together = sum(pieces.values(), [])
-    datas = [packed[key][:int(packed[key + "_offsets"][-1])] for key in cameras]
-    lengths = [packed[key + "_offsets"].diff().tolist() for key in cameras]
+    datas, lengths, _ = packed_parts(packed)
     compiled = _nvjpeg._compiled() if device.type == "cuda" else None
     beside = [("nvJPEG from Python", lambda _: decode_jpeg(together, device=device), lambda: None),
               ("the issue step", lambda planned: planned(), plan)]
@@ -255,7 +256,7 @@ def probe(dataset, device) -> None:
         for name, run, prepare in beside:
             sys.setswitchinterval(interval)
             stop.clear()
-            spinner = threading.Thread(target=spin)
+            spinner = threading.Thread(target=_spin, args=(stop,))
             spinner.start()
             result: list[float] = []
             issuing = threading.Thread(target=lambda out, run=run, prepare=prepare: out.append(
@@ -284,9 +285,7 @@ def check_hardware_decode(packed: dict, device) -> None:
         print("  no hardware decoder here: the loader decodes through torchvision")
         return
     cameras = [key for key in packed if key + "_offsets" in packed]
-    datas = [packed[key][:int(packed[key + "_offsets"][-1])] for key in cameras]
-    lengths = [packed[key + "_offsets"].diff().tolist() for key in cameras]
-    size = tuple(int(side) for side in packed[cameras[0] + "_sizes"][0, :2])
+    datas, lengths, size = packed_parts(packed)
     for mode, read_mode in ((3, ImageReadMode.RGB), (1, ImageReadMode.GRAY)):
         ours = _nvjpeg_hardware.decode_into_stacks(decoder, datas, lengths, [list(range(len(cameras)))], [size],
                                                    mode, device, None)

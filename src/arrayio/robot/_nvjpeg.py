@@ -46,16 +46,16 @@ def decode_stacked(datas: List[torch.Tensor], lengths: List[List[int]], groups: 
     return stacks
 
 
-def decode_groups(datas: list[torch.Tensor], lengths: list[list[int]], groups: list[list[int]], mode: int,
-                  device: torch.device, scale: torch.Tensor | None = None,
-                  sizes: list[tuple[int, int]] | None = None) -> list[torch.Tensor]:
-    """:func:`decode_stacked` for images of channel ``mode`` (1: grey, 3: RGB). Where each group's image size
-    (``sizes``, checked against every header) is given and the GPU has a hardware JPEG decoder, nvJPEG decodes
-    straight into the stacks (:mod:`._nvjpeg_hardware`); else torchvision's operator, compiled where it can be,
-    from Python where it cannot (or where the compiled one fails and the same steps from Python do not: then
-    for good)."""
+def decode_groups(datas: list[torch.Tensor], lengths: list[list[int]], groups: list[list[int]],
+                  sizes: list[tuple[int, int]], mode: int, device: torch.device,
+                  scale: torch.Tensor | None = None) -> list[torch.Tensor]:
+    """:func:`decode_stacked` for images of channel ``mode`` (1: grey, 3: RGB), each group's images of
+    ``sizes[g]`` = (height, width), checked against every header. Where the GPU has a hardware JPEG decoder,
+    nvJPEG decodes straight into the stacks (:mod:`._nvjpeg_hardware`); else torchvision's operator, compiled
+    where it can be, from Python where it cannot (or where the compiled one fails and the same steps from
+    Python do not: then for good)."""
     io = require("torchvision.io", "GPU JPEG decode")  # registers the operator, and loads nvJPEG
-    if sizes is not None and device.type == "cuda":
+    if device.type == "cuda":
         decoder = hardware_decoder(device)
         if decoder is not None:
             stacks = decode_into_stacks(decoder, datas, lengths, groups, sizes, mode, device, scale)

@@ -645,8 +645,8 @@ class _NvjpegCall:
             shapes = [key for key in self.groups if key[0] == mode]
             datas, lengths = (list(column) for column in zip(*self.cameras[mode]))
             started = time.perf_counter()
-            stacks = decode_groups(datas, lengths, [self.groups[key] for key in shapes], mode, self.device,
-                                   _SCALE if self.image_format == "float" else None, [key[1:] for key in shapes])
+            stacks = decode_groups(datas, lengths, [self.groups[key] for key in shapes], [key[1:] for key in shapes],
+                                   mode, self.device, _SCALE if self.image_format == "float" else None)
             self.decode_s += time.perf_counter() - started
             self.stacked.update(zip(shapes, stacks))
         return self.stacked[shape][start:stop]
