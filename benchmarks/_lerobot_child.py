@@ -2,7 +2,8 @@
 (lerobot 0.6 needs Python 3.12; arrayio is not imported here).
 
     python _lerobot_child.py write FOLDER --episodes 20 --frames 150 --size 224 --fps 30
-    python _lerobot_child.py read FOLDER --backend pyav --samples 300 --batches 12 --batch 32 --workers 2
+    python _lerobot_child.py read FOLDER --backend pyav --samples 300 --batches 12 --batch 32 --workers 2 \
+        [--device cuda] [--warmup 1]
 
 ``write`` builds the dataset with lerobot's own writer (LeRobotDataset.create, add_frame,
 save_episode, finalize: AV1 video); ``read`` prints one JSON line: random-frame __getitem__ and
@@ -53,7 +54,8 @@ def write(folder: Path, episodes: int, frames: int, size: int, fps: int) -> None
     dataset.finalize()
 
 
-def read(folder: Path, backend: str, samples: int, batches: int, batch: int, workers: int) -> dict:
+def read(folder: Path, backend: str, samples: int, batches: int, batch: int, workers: int,
+         device: str = "cpu", warmup: int = 1) -> dict:
     import torch
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
@@ -65,14 +67,21 @@ def read(folder: Path, backend: str, samples: int, batches: int, batch: int, wor
     for item in items:
         dataset[item]
     random_rate = samples / (time.perf_counter() - started)
+    on_device = device != "cpu"  # the camera's float batch copied there from pinned memory, as training does
     loader = torch.utils.data.DataLoader(dataset, batch_size=batch, shuffle=True, num_workers=workers,
-                                         generator=torch.Generator().manual_seed(2))
+                                         generator=torch.Generator().manual_seed(2), pin_memory=on_device)
     iterator = iter(loader)
-    next(iterator)  # workers started and warm
+    for _ in range(warmup):  # workers started and warm, and as many batches ahead as they keep in steady state
+        next(iterator)
     started = time.perf_counter()
     count = 0
     for _ in range(batches):
-        count += len(next(iterator)["index"])
+        found = next(iterator)
+        if on_device:
+            found[CAMERA].to(device, non_blocking=True)
+        count += len(found["index"])
+    if on_device:
+        torch.cuda.synchronize()
     loader_rate = count / (time.perf_counter() - started)
     image = first[CAMERA]
     return {"backend": backend, "random": random_rate, "loader": loader_rate, "item": int(items[0]),
@@ -93,11 +102,14 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=12)
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--warmup", type=int, default=1)
     args = parser.parse_args()
     if args.command == "write":
         write(args.folder, args.episodes, args.frames, args.size, args.fps)
     else:
-        print(json.dumps(read(args.folder, args.backend, args.samples, args.batches, args.batch, args.workers)))
+        print(json.dumps(read(args.folder, args.backend, args.samples, args.batches, args.batch, args.workers,
+                              args.device, args.warmup)))
 
 
 if __name__ == "__main__":

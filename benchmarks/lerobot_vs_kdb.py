@@ -2,7 +2,8 @@
 a 2-worker DataLoader, the same float (C, H, W) output in [0, 1] on both sides.
 
     python benchmarks/lerobot_vs_kdb.py [--episodes 20] [--frames 150] [--size 224] [--samples 600]
-                                        [--batches 24] [--batch 32] [--workers 2] [--quick] [--json PATH]
+                                        [--batches 24] [--batch 32] [--workers 2] [--warmup 1] [--quick]
+                                        [--device cuda] [--lerobot-python PY] [--storages jpeg] [--json PATH]
 
 The episodes are written by ``lerobot`` itself (LeRobotDataset.create / add_frame / save_episode:
 a v3.0 dataset with AV1 video) in its own virtual environment, which this script makes the
@@ -13,6 +14,12 @@ into one .kdb file (JPEG quality 90, the headline) and, as the storage choice ``
 into one with raw pixels (file sizes printed). LeRobotDataset is timed with its default video
 backend, with ``pyav``, and with ``torchcodec`` where it loads; FrameDataset in this process.
 ``--quick``: 2 episodes of 60 frames at 96 px, and only when the venv already exists.
+
+On a GPU machine (``--device cuda``) the DataLoader case puts both sides' batches on the device:
+FrameDataset through ``GpuLoader`` (``--decode``, "auto" by default), LeRobotDataset's batches copied
+there from pinned memory; ``--lerobot-python`` names a Python that imports lerobot and av (wheels
+installed beside the machine's own torch) where no venv can be made, ``--storages jpeg`` skips the
+raw-pixel file.
 """
 
 from __future__ import annotations
@@ -79,7 +86,7 @@ def build(python: Path, folder: Path, args: argparse.Namespace) -> tuple[Path, d
     if not targets["jpeg"].exists():
         ingest_lerobot(dataset, targets["jpeg"])
     took = time.perf_counter() - started
-    if not targets["raw"].exists():
+    if "raw" in args.storages and not targets["raw"].exists():
         ingest_lerobot(dataset, targets["raw"], compress=None)
     return dataset, targets, took
 
@@ -94,7 +101,8 @@ def lerobot_rates(python: Path, dataset: Path, backend: str, args: argparse.Name
     """LeRobotDataset's rates with ``backend`` (or {"error": why})."""
     try:
         out = child(python, "read", str(dataset), "--backend", backend, "--samples", str(args.samples),
-                    "--batches", str(args.batches), "--batch", str(args.batch), "--workers", str(args.workers))
+                    "--batches", str(args.batches), "--batch", str(args.batch), "--workers", str(args.workers),
+                    "--device", args.device, "--warmup", str(args.warmup))
     except RuntimeError as error:
         return {"backend": backend, "error": str(error)}
     return json.loads(out.strip().splitlines()[-1])
@@ -107,9 +115,29 @@ def default_backend(python: Path) -> str:
     return result.stdout.strip() or "pyav"
 
 
+def gpu_loader_rate(dataset, args: argparse.Namespace) -> tuple[float, str]:
+    """Frames/s of GpuLoader's float batches on ``args.device`` after its first batch; its decode choice."""
+    import torch
+
+    from arrayio.robot.torch_loader import GpuLoader
+
+    loader = GpuLoader(dataset, batch_size=args.batch, num_workers=args.workers, device=args.device,
+                       decode=args.decode, shuffle=True, drop_last=True, generator=torch.Generator().manual_seed(2))
+    iterator = iter(loader)
+    for _ in range(args.warmup):
+        next(iterator)
+    torch.cuda.synchronize()
+    started = time.perf_counter()
+    count = sum(len(next(iterator)["index"]) for _ in range(args.batches))
+    torch.cuda.synchronize()
+    rate = count / (time.perf_counter() - started)
+    del iterator
+    return rate, str(loader.choice)
+
+
 def frame_rates(path: Path, args: argparse.Namespace, reuse: bool = True) -> dict:
     """FrameDataset's rates, float output, the same sampling as the lerobot child (``reuse``: its
-    ``reuse_shared_memory`` option, on by default)."""
+    ``reuse_shared_memory`` option, on by default; on a GPU the DataLoader case runs through GpuLoader)."""
     import torch
 
     from arrayio.robot.torch import FrameDataset
@@ -124,16 +152,21 @@ def frame_rates(path: Path, args: argparse.Namespace, reuse: bool = True) -> dic
         for item in items:
             dataset[item]
         random_rate = args.samples / (time.perf_counter() - started)
+    image = first[f"image.{CAMERA.rsplit('.', 1)[-1]}"]
+    found = {"item": int(items[0]), "image_dtype": str(image.dtype), "image_shape": list(image.shape),
+             "image_sum": float(image.double().sum()), "random": random_rate}
+    if args.device != "cpu":
+        found["loader"], found["choice"] = gpu_loader_rate(dataset, args)
+        return found
     loader = torch.utils.data.DataLoader(dataset, batch_size=args.batch, shuffle=True, num_workers=args.workers,
                                          generator=torch.Generator().manual_seed(2))
     iterator = iter(loader)
-    next(iterator)
+    for _ in range(args.warmup):
+        next(iterator)
     started = time.perf_counter()
     count = sum(len(next(iterator)["index"]) for _ in range(args.batches))
-    image = first[f"image.{CAMERA.rsplit('.', 1)[-1]}"]
-    return {"random": random_rate, "loader": count / (time.perf_counter() - started), "item": int(items[0]),
-            "image_dtype": str(image.dtype), "image_shape": list(image.shape),
-            "image_sum": float(image.double().sum())}
+    found["loader"] = count / (time.perf_counter() - started)
+    return found
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -145,19 +178,33 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batches", type=int, default=24, help="DataLoader batches timed")
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--warmup", type=int, default=1, help="DataLoader batches taken before the timing "
+                        "(2 x workers + 1 leaves only steady-state batches to time)")
     parser.add_argument("--venv", type=Path, default=Path(os.environ.get("ARRAYIO_LEROBOT_VENV", DEFAULT_VENV)))
     parser.add_argument("--python", default=DEFAULT_PYTHON, help="the Python 3.12 that makes the venv")
     parser.add_argument("--folder", type=Path, default=None, help="where the datasets are kept (default: beside "
                         "the venv)")
+    parser.add_argument("--lerobot-python", type=Path, default=None,
+                        help="a Python that imports lerobot and av, used instead of the venv")
+    parser.add_argument("--device", default="cpu", help="cuda: both DataLoaders' batches on the GPU")
+    parser.add_argument("--decode", default="auto", choices=["auto", "cpu", "gpu"],
+                        help="GpuLoader's decode with --device cuda")
+    parser.add_argument("--storages", default="jpeg,raw", help="the kdb files timed: jpeg, raw or both")
     _rows.add_arguments(parser)
     args = parser.parse_args(argv)
     if args.quick:
-        args.episodes, args.frames, args.size, args.samples, args.batches = 2, 60, 96, 60, 4
+        args.episodes, args.frames, args.size, args.samples, args.batches, args.batch = 2, 60, 96, 60, 4, 16
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     data = (f"{args.episodes} episodes x {args.frames} frames, {args.size}x{args.size}, 1 camera, AV1 by lerobot; "
             f"{args.samples} random frames; DataLoader batch {args.batch}, {args.workers} workers, "
             f"{args.batches} batches")
-    python = venv_python(args.venv, args.python, create=not args.quick)
+    storages = [name for name in args.storages.split(",") if name]
+    if not storages or set(storages) - {"jpeg", "raw"}:
+        parser.error(f"--storages: jpeg, raw or both, got {args.storages!r}")
+    args.storages = storages
+    if args.device != "cpu":
+        data += f"; both DataLoaders' float batches on {args.device} (FrameDataset through GpuLoader)"
+    python = args.lerobot_python or venv_python(args.venv, args.python, create=not args.quick)
     if python is None:
         print(f"skipped: no lerobot venv at {args.venv} (run once without --quick to make it)")
         _rows.write(args.json_path, AREA, data + " (skipped: no lerobot venv)", [])
@@ -167,8 +214,11 @@ def main(argv: list[str] | None = None) -> None:
     dataset, kdb_paths, ingest_s = build(python, folder, args)
     print(f"{data}\ningest-lerobot: {ingest_s:.1f} s; load average at the start {os.getloadavg()[0]:.1f}")
     backends = list(dict.fromkeys([default_backend(python), "pyav", "torchcodec"]))
-    cases = {"jpeg": (kdb_paths["jpeg"], True), "jpeg-reuse": (kdb_paths["jpeg"], False),
-             "raw": (kdb_paths["raw"], True), "raw-reuse": (kdb_paths["raw"], False)}
+    cases = {}
+    for storage in args.storages:  # GpuLoader chooses reuse_shared_memory itself: one case per file on a GPU
+        cases[storage] = (kdb_paths[storage], True)
+        if args.device == "cpu":
+            cases[f"{storage}-reuse"] = (kdb_paths[storage], False)
     ours = {case: frame_rates(path, args, reuse) for case, (path, reuse) in cases.items()}
     theirs = {backend: lerobot_rates(python, dataset, backend, args) for backend in backends}
     for case, (path, reuse) in cases.items():  # before and after: the machine's load moves during the run
@@ -177,15 +227,15 @@ def main(argv: list[str] | None = None) -> None:
             ours[case][key] = max(ours[case][key], again[key]) if again[key] is not None else None
     names = {"jpeg": "FrameDataset (kdb, JPEG q90)", "jpeg-reuse": "  same, reuse_shared_memory=False",
              "raw": "FrameDataset (kdb, raw pixels)", "raw-reuse": "  same, reuse_shared_memory=False"}
-    sizes = {"jpeg": folder_bytes(kdb_paths["jpeg"]), "raw": folder_bytes(kdb_paths["raw"]),
-             "lerobot": folder_bytes(dataset)}
-    sizes["jpeg-reuse"], sizes["raw-reuse"] = sizes["jpeg"], sizes["raw"]
+    sizes = {case: folder_bytes(path) for case, (path, _) in cases.items()}
+    sizes["lerobot"] = folder_bytes(dataset)
     rows = []
     print(f"load average at the end {os.getloadavg()[0]:.1f}\n")
     print(f"{'':34}{'random frames/s':>16}{'DataLoader frames/s':>21}{'dataset bytes':>15}")
     for storage, rates in ours.items():
         random = "-" if rates["random"] is None else f"{rates['random']:,.0f}"
-        print(f"{names[storage]:34}{random:>16}{rates['loader']:>21,.0f}{sizes[storage]:>15,}")
+        chosen = f"  GpuLoader: {rates['choice']}" if "choice" in rates else ""
+        print(f"{names[storage]:34}{random:>16}{rates['loader']:>21,.0f}{sizes[storage]:>15,}{chosen}")
     for backend, rates in theirs.items():
         name = f"LeRobotDataset ({backend})"
         if "error" in rates:
@@ -204,7 +254,8 @@ def main(argv: list[str] | None = None) -> None:
             print(f"  vs {backend:10} {names[storage]:33} random {random}   "
                   f"DataLoader {mine['loader'] / rates['loader']:5.1f}x   (same item's pixel sum within {same:.2%})")
             for mode in ("random", "loader") if mine["random"] is not None else ("loader",):
-                case = "random __getitem__" if mode == "random" else f"DataLoader {args.workers} workers"
+                case = "random __getitem__" if mode == "random" else f"DataLoader {args.workers} workers" + (
+                    f", batches on {args.device}" if args.device != "cpu" else "")
                 label = {"jpeg": "", "jpeg-reuse": ", reuse_shared_memory=False", "raw": ", kdb raw pixels",
                          "raw-reuse": ", kdb raw pixels, reuse_shared_memory=False"}[storage]
                 rows.append(_rows.row(AREA, f"{case} vs {backend}{label}", mine[mode], reference=rates[mode],
