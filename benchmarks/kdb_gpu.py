@@ -7,6 +7,7 @@ the same worker counts (the crossover) and what decode="auto" chooses at each.
     python benchmarks/kdb_gpu.py --probe                        # where one batch's decode time goes
     python benchmarks/kdb_gpu.py --switch-intervals 0,0.001     # GpuLoader(switch_interval_s=...) at 224 px
     python benchmarks/kdb_gpu.py --handoffs                     # the lanes' thread hand-offs, on any CPU
+    python benchmarks/kdb_gpu.py --contention                   # the lanes beside idle and busy processes
 
 On a GPU machine with Python 3.12 and torch/torchvision but no network, carry ``src/`` and the cp312
 wheels of blosc 1.11.4 and simplejpeg (see /work/.library/device/README.md), then in one command:
@@ -358,6 +359,100 @@ def handoffs() -> None:
     sys.setswitchinterval(previous)
 
 
+def _decode_rate(device, decodes: list) -> tuple[float, float, float]:
+    """Frames/s of ``decodes`` run back to back (best of 3), with this process's CPU milliseconds and minor
+    page faults per batch over the three runs."""
+    import resource
+
+    faults, cpu = resource.getrusage(resource.RUSAGE_SELF).ru_minflt, time.process_time()
+    rate = _back_to_back(device, decodes)
+    runs = 3 * len(decodes) + 1  # the warm-up too
+    return (rate, 1e3 * (time.process_time() - cpu) / runs,
+            (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults) / runs)
+
+
+def _busy_process(stop, kind: str) -> None:
+    """A process spinning in Python ("spin") or copying 64 MB arrays ("copy") until ``stop`` is set."""
+    source, target = (np.ones(8 << 20), np.empty(8 << 20)) if kind == "copy" else (None, None)
+    while not stop.is_set():
+        if kind == "copy":
+            np.copyto(target, source)
+
+
+def contention(dataset, device, workers_list: list[int]) -> None:
+    """Why the lanes' calls take longer beside DataLoader workers: the hardware decoder alone on the same 12
+    batches back to back (frames/s, this process's CPU ms and minor page faults per batch) alone; beside N
+    forked workers, idle and then fetching batches (a thread here taking them); beside N processes spinning
+    in Python, or copying memory; then the loader itself with fork and with forkserver workers."""
+    import multiprocessing
+    import threading
+
+    import torch
+
+    from arrayio.robot.torch import collate
+
+    batches = packed_batches(dataset, 12, seed=3)
+    decodes = [hardware_decode(batch, device) for batch in batches]
+    if None in decodes:
+        print("no hardware decoder here: nothing to measure")
+        return
+
+    def show(label: str) -> None:
+        rate, cpu, faults = _decode_rate(device, decodes)
+        print(f"  {label:<58} {rate:>9,.0f} frames/s {cpu:>7.2f} CPU ms {faults:>8.0f} faults a batch", flush=True)
+
+    show("alone")
+    packed = dataset.with_decode("none")
+    for workers in workers_list:
+        loader = torch.utils.data.DataLoader(packed, batch_size=BATCH, shuffle=True, num_workers=workers,
+                                             collate_fn=collate, persistent_workers=True)
+        iterator = iter(loader)
+        next(iterator)
+        time.sleep(1.0)  # the workers fill their prefetch and sleep
+        show(f"beside {workers} idle forked workers")
+        stop = threading.Event()
+
+        def take(stop=stop, loader=loader) -> None:
+            taken = iter(loader)
+            while not stop.is_set():
+                try:
+                    next(taken)
+                except StopIteration:
+                    taken = iter(loader)
+        taker = threading.Thread(target=take, daemon=True)
+        taker.start()
+        show(f"beside {workers} workers fetching (a thread here taking)")
+        stop.set()
+        taker.join()
+        del iterator, loader
+        for kind in ("spin", "copy"):
+            context = multiprocessing.get_context("fork")
+            halt = context.Event()
+            others = [context.Process(target=_busy_process, args=(halt, kind), daemon=True) for _ in range(workers)]
+            for other in others:
+                other.start()
+            time.sleep(0.5)
+            show(f"beside {workers} processes " + ("spinning in Python" if kind == "spin" else "copying memory"))
+            halt.set()
+            for other in others:
+                other.join()
+        show("alone again")
+        best: dict[str, tuple[float, float]] = {}
+        for _ in range(3):  # interleaved, best of 3
+            for context_name in ("fork", "forkserver"):
+                try:
+                    rate, _, stats = loader_rate(dataset, device, workers, "gpu", 12, standin_step(device, 0),
+                                                 multiprocessing_context=context_name)
+                except Exception as error:  # noqa: BLE001 - a context the dataset cannot travel through: say so
+                    print(f"  GpuLoader, {workers} {context_name} workers: {type(error).__name__}: {error}")
+                    continue
+                if rate > best.get(context_name, (0.0, 0.0))[0]:
+                    best[context_name] = (rate, stats["decode_s"])
+        for context_name, (rate, decode_s) in best.items():
+            label = f"GpuLoader, {workers} {context_name} workers (best of 3)"
+            print(f"  {label:<58} {rate:>9,.0f} frames/s, nvJPEG {1e3 * decode_s:.2f} ms a batch", flush=True)
+
+
 def _spin(stop) -> None:
     """Python running until ``stop`` is set (a stand-in for the staging thread or a training loop)."""
     count = 0
@@ -518,6 +613,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--switch-intervals", default=None, metavar="S,S,...",
                         help="time decode=gpu at each GpuLoader(switch_interval_s=...) (0 stands for None)")
     parser.add_argument("--probe", action="store_true", help="only time the parts of one batch's decode")
+    parser.add_argument("--contention", action="store_true",
+                        help="only time the hardware decoder beside idle, fetching and busy processes")
     parser.add_argument("--handoffs", action="store_true",
                         help="only time the thread hand-offs of the hardware decoder's lanes (no GPU needed)")
     parser.add_argument("--workers", default=None, metavar="N,N,...", help="worker counts (default 0/4/8/cores-1)")
@@ -561,6 +658,11 @@ def main(argv: list[str] | None = None) -> None:
         if args.probe:
             for size in (96, 224):
                 probe(FrameDataset(build(Path(scratch), size, 1024)), device)
+            return
+        if args.contention:
+            for size in [int(text) for text in args.sizes.split(",")]:
+                print(f"\n{size}x{size}, the hardware decoder in {_nvjpeg_hardware.LANES} lanes:")
+                contention(FrameDataset(build(Path(scratch), size, args.frames)), device, workers_list[1:])
             return
         for size in [int(text) for text in args.sizes.split(",")]:
             dataset = FrameDataset(build(Path(scratch), size, args.frames))
