@@ -67,6 +67,14 @@ def read(folder: Path, backend: str, samples: int, batches: int, batch: int, wor
     for item in items:
         dataset[item]
     random_rate = samples / (time.perf_counter() - started)
+    # torchcodec's decoders, which lerobot caches per file, do not survive a fork: DataLoader workers forked
+    # with the random reads' decoders in the cache fail ("Could not push packet to decoder"). A clear cache
+    # lets each worker open its own, as a careful user would.
+    from lerobot.datasets import video_utils
+
+    cache = getattr(video_utils, "_default_decoder_cache", None)
+    if cache is not None:
+        cache.clear()
     on_device = device != "cpu"  # the camera's float batch copied there from pinned memory, as training does
     loader = torch.utils.data.DataLoader(dataset, batch_size=batch, shuffle=True, num_workers=workers,
                                          generator=torch.Generator().manual_seed(2), pin_memory=on_device)

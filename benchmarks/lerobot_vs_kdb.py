@@ -19,7 +19,10 @@ On a GPU machine (``--device cuda``) the DataLoader case puts both sides' batche
 FrameDataset through ``GpuLoader`` (``--decode``, "auto" by default), LeRobotDataset's batches copied
 there from pinned memory; ``--lerobot-python`` names a Python that imports lerobot and av (wheels
 installed beside the machine's own torch) where no venv can be made, ``--storages jpeg`` skips the
-raw-pixel file.
+raw-pixel file. Where the system has no FFmpeg for torchcodec (a bare GPU image), symbolic links to the
+FFmpeg libraries PyAV's wheel bundles (``av.libs/libavutil-*.so.59`` as ``libavutil.so.59``, and so on
+for avcodec, avformat, avdevice, avfilter, swscale, swresample) in a folder on ``LD_LIBRARY_PATH`` let
+it load.
 """
 
 from __future__ import annotations
