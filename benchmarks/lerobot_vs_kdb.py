@@ -119,7 +119,7 @@ def default_backend(python: Path) -> str:
 
 
 def gpu_loader_rate(dataset, args: argparse.Namespace) -> tuple[float, str]:
-    """Frames/s of GpuLoader's float batches on ``args.device`` after its first batch; its decode choice."""
+    """Frames/s of GpuLoader's float batches on ``args.device`` after ``args.warmup`` batches; its decode choice."""
     import torch
 
     from arrayio.robot.torch_loader import GpuLoader
