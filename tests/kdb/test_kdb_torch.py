@@ -119,6 +119,18 @@ def test_float_images_are_the_uint8_pixels_scaled_in_items_batches_and_workers(t
         np.testing.assert_array_equal(fetched["image.wrist"].numpy(), scaled(expected["image.wrist"]))
 
 
+def test_to_float_gives_every_pixel_value_times_the_scale_bit_for_bit():
+    """The two-pass conversion (cast, then scale in place) makes the floats of the one mixed-type pass."""
+    from arrayio.robot.torch_batch import SCALE, to_float
+
+    pixels = np.arange(256, dtype=np.uint8).repeat(3).reshape(16, 16, 3)
+    out = np.full(pixels.shape, np.nan, np.float32)
+    to_float(pixels, out)
+    want = np.multiply(pixels, SCALE, dtype=np.float32)
+    assert out.view(np.uint32).tolist() == want.view(np.uint32).tolist()
+    assert out[0, 0, 0] == 0 and out[-1, -1, -1] == 1
+
+
 @pytest.mark.parametrize("reuse", [True, False])
 def test_workers_reuse_the_shared_memory_of_released_batches_and_never_of_held_ones(tmp_path, reuse):
     """reuse_shared_memory=True: a worker decodes into the shared block of a batch the main process has let go

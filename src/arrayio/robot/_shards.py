@@ -11,6 +11,7 @@ and other processes map the files themselves on first use.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import glob
 import math
@@ -151,6 +152,7 @@ class ShardSet:
         self.episode_frames = np.concatenate(frames)
         self.episode_fps = np.concatenate(fps) if need_fps else None
         self.first_frames = np.concatenate([[0], np.cumsum(self.episode_frames)]).astype(np.int64)
+        self._first_frame_list = self.first_frames.tolist()  # one item's lookups in Python ints: no array calls
         self._ahead: tuple[int, Future] | None = None  # (process, its running read-ahead)
         self._forget_rows()
 
@@ -168,7 +170,7 @@ class ShardSet:
     @property
     def num_frames(self) -> int:
         """Frames over every shard."""
-        return int(self.first_frames[-1])
+        return self._first_frame_list[-1]
 
     def file(self, shard: int) -> KdbFile:
         """This process's open handle of shard ``shard`` (opened on first use, again after a fork)."""
@@ -267,6 +269,33 @@ class ShardSet:
             rows.append(episode, len(steps), {"steps": steps}, steps.dtype, None)
         return rows
 
+    def episode_rows(self, episode: int, *, images: bool) -> tuple[_EpisodeRows, _EpisodeRows | None]:
+        """(step rows, image rows or None unless ``images``) holding global ``episode``, fetched and parsed
+        where this process lacks them (see :meth:`load_steps`, :meth:`load_images`)."""
+        if self._steps.start[episode] < 0 or images and self._images.start[episode] < 0:
+            episodes = np.array([episode], np.int64)
+            self.prefetch(episodes, images=images)
+            self.load_steps(episodes)
+            if images:
+                self.load_images(episodes)
+        return self._steps, self._images if images else None
+
+    def episode_of(self, frame: int) -> int:
+        """Global episode of global frame number ``frame`` (already checked to be in range)."""
+        return bisect.bisect_right(self._first_frame_list, frame) - 1
+
+    def first_frame(self, episode: int) -> int:
+        """Global number of the first frame of global ``episode``."""
+        return self._first_frame_list[episode]
+
+    def frame_number(self, item: int) -> int:
+        """``item`` as a global frame number, negatives counted from the end; IndexError outside."""
+        asked = int(np.int64(item))
+        frame = asked + self.num_frames if asked < 0 else asked
+        if not 0 <= frame < self.num_frames:
+            raise IndexError(self._outside(asked))
+        return frame
+
     def locate(self, frames: np.ndarray) -> np.ndarray:
         """Global episode of each global frame number (numbers already checked to be in range)."""
         return np.searchsorted(self.first_frames, frames, side="right") - 1
@@ -275,11 +304,7 @@ class ShardSet:
         """``items`` as int64 global frame numbers, negatives counted from the end; IndexError outside."""
         total = self.num_frames
         if len(items) == 1:  # a plain __getitem__: Python's arithmetic costs a fifth of the array operations'
-            asked = int(np.int64(items[0]))
-            frame = asked + total if asked < 0 else asked
-            if not 0 <= frame < total:
-                raise IndexError(self._outside(asked))
-            return np.array([frame], np.int64)
+            return np.array([self.frame_number(items[0])], np.int64)
         frames = np.asarray(items, dtype=np.int64).reshape(-1)
         frames = np.where(frames < 0, frames + total, frames)
         bad = (frames < 0) | (frames >= total)

@@ -74,7 +74,7 @@ from .torch_batch import (
     scratch_pixels,
     to_float,
 )
-from .torch_item import STEP_FIELDS, one_item
+from .torch_item import STEP_FIELDS, ItemPlan, one_item
 from .torch_mixture import MixtureDataset
 
 __all__ = ["EpisodeDataset", "FrameDataset", "MixtureDataset", "ReadAheadBatch", "ReadAheadSampler", "collate",
@@ -158,6 +158,7 @@ class FrameDataset(Dataset):
         self.delta_timestamps = None if delta_timestamps is None else {
             key: [float(value) for value in values] for key, values in delta_timestamps.items()}
         self.outputs = self._plan_outputs()
+        self.item_plan = ItemPlan(self.outputs)
         self._offsets_by_fps: dict[float, dict[str, np.ndarray]] = {}
         if self.delta_timestamps is not None:
             assert self.shards.episode_fps is not None  # read because delta_timestamps is given
