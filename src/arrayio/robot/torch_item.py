@@ -57,18 +57,18 @@ def one_item(dataset: Any, item: int) -> dict[str, Any] | None:
     column = steps.columns["steps"]  # this process's cache of the rows: values are copied out of it
     out: dict[str, Any] = {}
     pads: dict[str, torch.Tensor] = {}
-    for key, name, frames, in_seconds, pad_key, terminal in plan.steps:
+    for key, name, offsets, in_seconds, pad_key, terminal in plan.steps:
         field = column[name]
         if pad_key is None:
             values = np.array(field[first_row + local])
         else:
             if in_seconds:
-                frames = dataset._window_frames(float(shards.episode_fps[episode]))[key].tolist()
+                offsets = dataset._window_frames(float(shards.episode_fps[episode]))[key].tolist()
             last = int(shards.episode_frames[episode]) - 1
-            wanted = [local + offset for offset in frames]
-            rows = [min(max(frame, 0), last) for frame in wanted]
+            wanted = [local + offset for offset in offsets]
+            rows = [min(max(asked, 0), last) for asked in wanted]  # the edge frame repeated past the episode
             values = field[[first_row + row for row in rows]]  # the index copies
-            pads[pad_key] = torch.from_numpy(np.array([row != frame for row, frame in zip(rows, wanted)]))
+            pads[pad_key] = torch.from_numpy(np.array([row != asked for row, asked in zip(rows, wanted)]))
         out[key] = torch.from_numpy(np.asarray(values != 0) if terminal else values)
     for key, camera in plan.tail:
         if camera is None:
