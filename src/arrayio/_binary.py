@@ -22,6 +22,7 @@ from typing import IO, Any, BinaryIO, Callable, Generic, Iterable, Iterator, Seq
 
 import numpy as np
 
+from ._interrupts import refuse_after_interrupt
 from ._temporary import clear_leftovers, creation_mode, temp_prefix
 from .errors import ErrorKinds, WriteError
 
@@ -330,6 +331,7 @@ fault_hook: Callable[[str, str], None] | None = None
 
 def _os_call(operation: str, path: str, call: Callable[..., Any], *args: Any) -> Any:
     try:
+        refuse_after_interrupt()
         if fault_hook is not None:
             fault_hook(operation, path)
         return call(*args)

@@ -17,6 +17,7 @@ from typing import Any, BinaryIO
 from urllib.parse import urlsplit
 
 from ._binary import atomic_write
+from ._interrupts import refuse_after_interrupt
 from ._optional import require
 from ._remote import (
     DEFAULT_CACHE_BYTES,
@@ -181,6 +182,7 @@ def remote_output(target: Any) -> Iterator[BinaryIO]:
         raise UnsupportedError(f"{url}: writing over HTTP is not supported; write to an object store")
     with tempfile.TemporaryFile(prefix="arrayio-upload-") as spool:
         yield spool
+        refuse_after_interrupt()
         spool.flush()
         spool.seek(0)
         if protocols & WHOLE_ON_CLOSE:

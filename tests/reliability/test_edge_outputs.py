@@ -230,6 +230,51 @@ def test_an_interrupted_zarr_conversion_leaves_nothing(tmp_path, chunks_written)
     assert sorted(os.listdir(tmp_path)) == ["many.blp"]
 
 
+_DROPPED_INTERRUPT = """
+import sys, weakref, click
+from arrayio._edge import open_output, open_output_folder
+from arrayio.cli._common import run
+
+class Staged:
+    pass
+
+def interrupted(_):
+    raise KeyboardInterrupt  # a Ctrl-C arriving while a weakref callback runs: Python drops it
+
+@click.command()
+def write():
+    target, kind = sys.argv[1], sys.argv[2]
+    staged = Staged()
+    keep = weakref.ref(staged, interrupted)
+    if kind == "file":
+        with open_output(target) as stream:
+            stream.write(b"first part")
+            del staged
+            stream.write(b"second part")
+    else:
+        with open_output_folder(target, replaces=lambda path: True) as building:
+            building.mkdir()
+            (building / "part").write_bytes(b"first part")
+            del staged
+    print("published")
+
+run(write, [])
+"""
+
+
+@pytest.mark.parametrize("kind", ["file", "folder"])
+def test_a_ctrl_c_that_python_drops_in_a_callback_still_stops_the_command_and_publishes_nothing(tmp_path, kind):
+    # Python reports a KeyboardInterrupt raised in a finalizer or weakref callback ("Exception ignored in")
+    # and carries on: the old code then finished and published the output with exit status 0, as the
+    # interrupted zarr conversion above sometimes did.
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    done = subprocess.run([sys.executable, "-c", _DROPPED_INTERRUPT, str(tmp_path / "out"), kind], env=env,
+                          capture_output=True, timeout=60)
+    assert done.returncode == 130, done.stderr
+    assert b"published" not in done.stdout and b"Exception ignored" not in done.stderr
+    assert os.listdir(tmp_path) == []
+
+
 # ---------------------------------------------------------------------------------------- the umask
 
 def test_writers_never_change_the_process_umask(tmp_path):

@@ -9,11 +9,13 @@ warnings are ``arrayio: warning:`` lines; a traceback only with ``arrayio --debu
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import itertools
 import json
 import os
 import sys
+import threading
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, NoReturn
@@ -21,6 +23,7 @@ from typing import Any, NoReturn
 import click
 
 from .._edge import check_output, is_local, remote_target
+from .._interrupts import note_dropped_interrupt
 from .._optional import install_hint
 from .._temporary import clear_leftovers
 from ..errors import ArrayIOError, FormatError, Problem, describe
@@ -215,12 +218,38 @@ def _invoke(command: click.Command, args: list[str]) -> int:
         return 1
 
 
+INTERRUPT_AGAIN_S = 0.01
+
+
+def _stop_on_dropped_interrupts() -> None:
+    """Once per process: a Ctrl-C that lands in a finalizer or weakref callback, where Python prints
+    "Exception ignored in ..." and carries on, still stops the command (130, no output; see _interrupts)."""
+    if getattr(sys.unraisablehook, "stops_on_interrupts", False):
+        return
+    previous = sys.unraisablehook
+
+    def hook(unraisable: Any) -> None:
+        if unraisable.exc_type is None or not issubclass(unraisable.exc_type, KeyboardInterrupt):
+            previous(unraisable)
+            return
+        note_dropped_interrupt()  # no write gets through from here on, whatever runs next
+        # Raised again in the main thread once it has left this hook, from a timer's thread: raised from this
+        # one, it would land (and be dropped) here. Should it land in another callback, this runs again.
+        timer = threading.Timer(INTERRUPT_AGAIN_S, _thread.interrupt_main)
+        timer.daemon = True
+        timer.start()
+
+    hook.stops_on_interrupts = True  # type: ignore[attr-defined]
+    sys.unraisablehook = hook
+
+
 def run(command: click.Command, args: list[str] | None = None) -> NoReturn:
     """Run ``command`` as the console script does: the one error wrapper of every verb and group.
 
     Usage errors exit 2; user errors print one ``arrayio:`` line (and a JSON error object under
     --json) and exit 1; a closed stdout (``| head``) ends the command quietly with 141.
     """
+    _stop_on_dropped_interrupts()
     try:
         code = _invoke(command, sys.argv[1:] if args is None else args)
         sys.stdout.flush()
