@@ -19,6 +19,11 @@ def note_dropped_interrupt() -> None:
     _dropped.set()
 
 
+def forget_dropped_interrupt() -> None:
+    """Clear the note, once the command it stopped has ended."""
+    _dropped.clear()
+
+
 def refuse_after_interrupt() -> None:
     """KeyboardInterrupt once a dropped one was noted: called before each write, rename or upload."""
     if _dropped.is_set():

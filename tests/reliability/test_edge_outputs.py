@@ -275,6 +275,46 @@ def test_a_ctrl_c_that_python_drops_in_a_callback_still_stops_the_command_and_pu
     assert os.listdir(tmp_path) == []
 
 
+_AFTER_THE_COMMAND = """
+import sys, weakref, click
+from arrayio._edge import open_output
+from arrayio.cli._common import run
+
+class Staged:
+    pass
+
+def interrupted(_):
+    raise KeyboardInterrupt
+
+@click.command()
+def write():
+    staged = Staged()
+    keep = weakref.ref(staged, interrupted)
+    with open_output(sys.argv[1] + "/first") as stream:
+        del staged
+        stream.write(b"never published")
+
+try:
+    run(write, [])
+except SystemExit as done:
+    print("exit", done.code)
+print("hook restored", sys.unraisablehook is sys.__unraisablehook__)
+with open_output(sys.argv[1] + "/later") as stream:  # this process's next write is not the command's
+    stream.write(b"published")
+"""
+
+
+def test_a_dropped_ctrl_c_ends_with_its_command(tmp_path):
+    # run() is also called in long-lived processes (a notebook, these tests): the note of a dropped interrupt
+    # must not refuse the process's later writes, nor its hook outlive the command.
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    done = subprocess.run([sys.executable, "-c", _AFTER_THE_COMMAND, str(tmp_path)], env=env, capture_output=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split(b"\n")[:2] == [b"exit 130", b"hook restored True"]
+    assert os.listdir(tmp_path) == ["later"] and (tmp_path / "later").read_bytes() == b"published"
+
+
 # ---------------------------------------------------------------------------------------- the umask
 
 def test_writers_never_change_the_process_umask(tmp_path):

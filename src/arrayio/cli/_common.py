@@ -23,7 +23,7 @@ from typing import Any, NoReturn
 import click
 
 from .._edge import check_output, is_local, remote_target
-from .._interrupts import note_dropped_interrupt
+from .._interrupts import forget_dropped_interrupt, note_dropped_interrupt
 from .._optional import install_hint
 from .._temporary import clear_leftovers
 from ..errors import ArrayIOError, FormatError, Problem, describe
@@ -221,12 +221,12 @@ def _invoke(command: click.Command, args: list[str]) -> int:
 INTERRUPT_AGAIN_S = 0.01
 
 
-def _stop_on_dropped_interrupts() -> None:
-    """Once per process: a Ctrl-C that lands in a finalizer or weakref callback, where Python prints
-    "Exception ignored in ..." and carries on, still stops the command (130, no output; see _interrupts)."""
-    if getattr(sys.unraisablehook, "stops_on_interrupts", False):
-        return
+@contextlib.contextmanager
+def _stopping_on_dropped_interrupts() -> Iterator[None]:
+    """While a command runs: a Ctrl-C that lands in a finalizer or weakref callback, where Python prints
+    "Exception ignored in ..." and carries on, still stops it (130, nothing published; see _interrupts)."""
     previous = sys.unraisablehook
+    timers: list[threading.Timer] = []
 
     def hook(unraisable: Any) -> None:
         if unraisable.exc_type is None or not issubclass(unraisable.exc_type, KeyboardInterrupt):
@@ -237,10 +237,18 @@ def _stop_on_dropped_interrupts() -> None:
         # one, it would land (and be dropped) here. Should it land in another callback, this runs again.
         timer = threading.Timer(INTERRUPT_AGAIN_S, _thread.interrupt_main)
         timer.daemon = True
+        timers.append(timer)
         timer.start()
 
-    hook.stops_on_interrupts = True  # type: ignore[attr-defined]
     sys.unraisablehook = hook
+    try:
+        yield
+    finally:
+        sys.unraisablehook = previous
+        forget_dropped_interrupt()  # the command is over: later writes in this process are not its
+        for timer in timers:
+            timer.cancel()
+            timer.join()  # what it raised is raised here, where run() still turns it into 130
 
 
 def run(command: click.Command, args: list[str] | None = None) -> NoReturn:
@@ -249,13 +257,16 @@ def run(command: click.Command, args: list[str] | None = None) -> NoReturn:
     Usage errors exit 2; user errors print one ``arrayio:`` line (and a JSON error object under
     --json) and exit 1; a closed stdout (``| head``) ends the command quietly with 141.
     """
-    _stop_on_dropped_interrupts()
     try:
-        code = _invoke(command, sys.argv[1:] if args is None else args)
-        sys.stdout.flush()
-    except BrokenPipeError:
-        _silence_stdout()
-        code = EXIT_PIPE_CLOSED
+        with _stopping_on_dropped_interrupts():
+            try:
+                code = _invoke(command, sys.argv[1:] if args is None else args)
+                sys.stdout.flush()
+            except BrokenPipeError:
+                _silence_stdout()
+                code = EXIT_PIPE_CLOSED
+    except KeyboardInterrupt:  # a dropped Ctrl-C raised again after the command had ended
+        code = EXIT_INTERRUPTED
     sys.exit(code)
 
 
