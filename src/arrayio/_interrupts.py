@@ -2,9 +2,9 @@
 
 Python raises KeyboardInterrupt wherever the main thread is when the signal arrives. In a finalizer or a
 weakref callback (zarr and fsspec run many) it reports "Exception ignored in ..." and carries on, so a
-command told to stop would finish and publish its output. The CLI notes such an interrupt here, while a
-command runs; from then until the command ends, arrayio's writes, renames and uploads raise KeyboardInterrupt, so nothing is published and what was
-staged is removed as for any other failure.
+command told to stop would finish and publish its output. The CLI notes such an interrupt here while a
+command runs. From then until the command ends, arrayio's writes, renames and uploads raise
+KeyboardInterrupt, so nothing is published and what was staged is removed as for any other failure.
 """
 
 from __future__ import annotations
