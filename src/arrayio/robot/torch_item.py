@@ -17,7 +17,7 @@ import numpy as np
 import torch
 
 from ..kdb import check_image_record, decode_jpeg_into
-from .torch_batch import batch_tensor, scratch_pixels, to_float
+from .torch_batch import batch_tensor, channels_first, scratch_pixels, to_float
 
 STEP_FIELDS = {"state": "state", "action": "action", "reward": "reward", "terminal": "is_terminal"}
 
@@ -115,4 +115,4 @@ def _decoded(dataset: Any, table: Any, episode: int, local: int, camera: str) ->
         to_float(decoded, pixels.numpy())
     elif raw:
         pixels.numpy()[...] = decoded
-    return pixels.permute(2, 0, 1)  # channels first, a view of the same memory
+    return channels_first(pixels)
