@@ -111,3 +111,17 @@ def write_lerobot(folder: Path, episodes: int = 2, frames: int = 4) -> Path:
         })
         pq.write_table(table, folder / "data" / "chunk-000" / f"episode_{episode:06d}.parquet")
     return folder
+
+
+def shared_block_of(tensor) -> int | None:
+    """The inode of the shared-memory file that ``tensor``'s data lies in, in this process's maps (None where
+    it lies in private memory): the same block twice gives the same inode."""
+    address = tensor.untyped_storage().data_ptr()
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            fields = line.split(maxsplit=5)
+            start, end = (int(part, 16) for part in fields[0].split("-"))
+            if start <= address < end:
+                shared = fields[1][3] == "s" and int(fields[4]) != 0
+                return int(fields[4]) if shared else None
+    return None

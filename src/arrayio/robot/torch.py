@@ -68,12 +68,12 @@ from .torch_batch import (
     check_image_format,
     collate,
     image_tensor,
-    lease,
     pack,
     packed_cameras,
     scratch_pixels,
     to_float,
 )
+from .torch_blocks import lease
 from .torch_item import STEP_FIELDS, ItemPlan, one_item
 from .torch_mixture import MixtureDataset
 
@@ -129,10 +129,12 @@ class FrameDataset(Dataset):
     ``reuse_shared_memory`` (on by default): DataLoader workers decode images
     into shared-memory blocks that the main process has let go of (every
     tensor, view and array of their batch gone) instead of fresh ones, whose
-    page faults cost more than the JPEG decode of 224x224 float images. A
-    block another process may read (sent through a multiprocessing queue or
-    pipe, or alive when this process forks) never goes back. False gives
-    every batch a fresh block.
+    page faults cost more than the JPEG decode of 224x224 float images. The
+    main process maps each such block once and keeps the map while its worker
+    runs (dropped when a batch of a later worker arrives), so later batches in
+    it pass no file descriptor and fault no pages. A block another process may
+    read (sent through a multiprocessing queue or pipe, or alive when this
+    process forks) never goes back. False gives every batch a fresh block.
     """
 
     def __init__(self, source: Any, cameras: Sequence[str] | None = None, history: int = 0, horizon: int = 1, *,

@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 import sys
 import threading
-import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -21,6 +20,8 @@ except ModuleNotFoundError as error:  # say which extra installs it
     from .._optional import missing
 
     raise missing("torch", "arrayio.robot.torch_batch") from error
+
+from .torch_blocks import shared_blocks
 
 IMAGE_FORMATS = ("float", "uint8")
 PACKED_PARTS = ("_offsets", "_sizes")
@@ -37,150 +38,19 @@ def check_image_format(image_format: str) -> None:
 def batch_tensor(shape: tuple[int, ...], dtype: torch.dtype, *, reuse: bool = False) -> torch.Tensor:
     """A new tensor for a batch: in a DataLoader worker in shared memory, so that handing the batch
     to the main process copies nothing (as the default collation does), else an array of the
-    process's pool of batch arrays. ``reuse``: in a worker, a block the main process has let go of
-    (see :func:`lease`) where one of that size is free."""
+    process's pool of batch arrays. ``reuse``: in a worker, a kept block the main process has let go of
+    (see :mod:`.torch_blocks`) where one of that size is free, else a new one kept."""
     if torch.utils.data.get_worker_info() is not None:
         nbytes = math.prod(shape) * dtype.itemsize
-        storage = _shared_blocks.free(nbytes) if reuse else None
-        if storage is None:
+        if reuse:
+            storage = shared_blocks.free(nbytes) or shared_blocks.new(nbytes)
+        else:
             # Made in shared memory from the start, as default collation does: share_memory_() on a fresh
             # tensor copies it into a new shared block (12 ms for a 19 MB float batch here, on top of the
             # block's own page faults).
             storage = torch.UntypedStorage._new_shared(nbytes)
-            if reuse:
-                _shared_blocks.keep(storage)
-        return torch.empty(0, dtype=dtype).set_(storage).view(shape)
+        return torch.empty(0, dtype=dtype).set_(storage)[:math.prod(shape)].view(shape)
     return torch.from_numpy(_batch_arrays.empty(shape, _NUMPY_DTYPES[dtype]))
-
-
-class _SharedBlocks:
-    """A DataLoader worker's shared-memory blocks for batch images, each with a flag the main process sets
-    when the last tensor, view or array of the batch made from it is gone. A fresh block costs its page
-    faults on every batch (shared memory takes ~3 us a page here: 0.45 ms per 224x224 float image, three
-    times its JPEG decode); a block handed back is already mapped."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self._flags: dict[int, tuple[torch.UntypedStorage, torch.Tensor]] = {}  # data_ptr -> (block, flag)
-
-    def free(self, nbytes: int) -> torch.UntypedStorage | None:
-        """A kept block of ``nbytes`` that the main process has let go of, marked taken; None if none is.
-        Blocks that another process may read are dropped from the pool (they never come back)."""
-        for address, (block, flag) in list(self._flags.items()):
-            state = int(flag[0])
-            if state == _GONE:
-                del self._flags[address]
-            elif block.nbytes() == nbytes and state == _RELEASED:
-                flag[0] = _TAKEN
-                return block
-        return None
-
-    def keep(self, block: torch.UntypedStorage) -> None:
-        """Keep ``block`` (taken) to hand out again, while fewer than ``limit`` are kept."""
-        if len(self._flags) < self.limit:
-            self._flags[block.data_ptr()] = (block, torch.full((1,), _TAKEN, dtype=torch.int32).share_memory_())
-
-    def flag(self, tensor: torch.Tensor) -> torch.Tensor | None:
-        """The flag of the kept block ``tensor`` lies in (None for any other tensor)."""
-        kept = self._flags.get(tensor.untyped_storage().data_ptr())
-        return None if kept is None else kept[1]
-
-
-_TAKEN, _RELEASED, _GONE = 0, 1, 2
-_shared_blocks = _SharedBlocks(limit=8)
-
-
-def lease(tensor: torch.Tensor) -> torch.Tensor:
-    """``tensor`` (of a block from ``batch_tensor(reuse=True)``) as it travels to the main process: there
-    its block is watched and handed back to the worker once nothing uses it. Other tensors as they are."""
-    flag = _shared_blocks.flag(tensor) if torch.utils.data.get_worker_info() is not None else None
-    if flag is None:
-        return tensor
-    leased = tensor.as_subclass(_LeasedTensor)
-    leased.release_flag = flag
-    return leased
-
-
-class _LeasedTensor(torch.Tensor):
-    """A worker's batch tensor on its way to the main process (pickled as a plain tensor and its flag)."""
-
-    release_flag: torch.Tensor
-    # What is computed from it is a plain tensor (no subclass dispatch).
-    __torch_function__ = torch._C._disabled_torch_function_impl  # type: ignore[assignment]
-
-    def __reduce_ex__(self, protocol: Any) -> tuple:
-        return _watched, (self.as_subclass(torch.Tensor), self.release_flag)
-
-
-def _watched(tensor: torch.Tensor, flag: torch.Tensor) -> torch.Tensor:
-    """(In the main process) ``tensor``, whose block goes back to its worker when its storage dies: the
-    storage, not the tensor, since ``.numpy()``, ``.detach()`` and views outlive the tensor object."""
-    _guard_other_processes()
-    storage = tensor.untyped_storage()
-    shared = flag.numpy()  # written without torch's dispatcher, also from the fork hook
-    _returning[storage.data_ptr()] = (weakref.finalize(storage, _release, shared, storage.data_ptr()), shared)
-    return tensor
-
-
-def _release(flag: np.ndarray, address: int) -> None:
-    _returning.pop(address, None)
-    flag[0] = _RELEASED
-
-
-# The blocks that go back to their worker once their storage dies here, by address. Another process that
-# gets one (sent through a multiprocessing queue or pipe, or forked while it is alive) maps the same shared
-# memory, which this process cannot watch: such a block never goes back.
-_returning: dict[int, tuple[weakref.finalize, np.ndarray]] = {}
-_guarded = threading.Lock()
-_guards_in = False
-
-
-def _keep_for_good(address: int) -> None:
-    kept = _returning.pop(address, None)
-    if kept is not None:
-        kept[0].detach()
-        kept[1][0] = _GONE
-
-
-def _keep_all_for_good() -> None:
-    for address in list(_returning):
-        _keep_for_good(address)
-
-
-def _guard_other_processes() -> None:
-    """Once per process: wrap torch's multiprocessing reducers of tensors and storages, and hook fork, so that
-    a block another process may read is never handed back to its worker."""
-    global _guards_in  # noqa: PLW0603
-    if _guards_in:
-        return
-    with _guarded:
-        if _guards_in:
-            return
-        import os
-        from multiprocessing.reduction import ForkingPickler
-
-        import torch.multiprocessing  # noqa: F401 - registers torch's reducers, wrapped here
-
-        reducers = ForkingPickler._extra_reducers  # type: ignore[attr-defined]
-        for kind, address_of in ((torch.Tensor, _tensor_address), (torch.nn.Parameter, _tensor_address),
-                                 (torch.UntypedStorage, lambda storage: storage.data_ptr()),
-                                 (torch.TypedStorage, lambda storage: storage._untyped_storage.data_ptr())):
-            if kind in reducers:
-                ForkingPickler.register(kind, _sending(reducers[kind], address_of))
-        os.register_at_fork(before=_keep_all_for_good)
-        _guards_in = True
-
-
-def _tensor_address(tensor: torch.Tensor) -> int:
-    return tensor.untyped_storage().data_ptr()
-
-
-def _sending(reduce: Any, address_of: Any) -> Any:
-    def reduce_kept(value: Any) -> Any:
-        if _returning:
-            _keep_for_good(address_of(value))
-        return reduce(value)
-    return reduce_kept
 
 
 def scratch_pixels(shape: tuple[int, ...]) -> np.ndarray:
