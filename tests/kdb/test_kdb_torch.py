@@ -260,8 +260,6 @@ def test_a_batch_in_a_block_this_process_never_mapped_is_refused_by_name():
 def test_the_maps_of_blocks_of_ended_workers_are_dropped(tmp_path):
     """The main process keeps a map of each kept block (the memory its worker holds anyway) while that worker
     runs; once the worker has ended, the next worker's first block drops them."""
-    import os
-
     from kdb_cases import write_sample
 
     from arrayio.robot import torch_blocks
