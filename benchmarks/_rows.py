@@ -69,13 +69,3 @@ def size(text: str) -> int:
     """Bytes of a size given as ``123``, ``64K``, ``256M`` or ``1.5G``."""
     units = {"K": 2**10, "M": 2**20, "G": 2**30}
     return int(float(text[:-1]) * units[text[-1]]) if text[-1] in units else int(text)
-
-
-def best(function: Any, repeat: int) -> float:
-    """The shortest of ``repeat`` timed calls of ``function``, in seconds."""
-    fastest = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        function()
-        fastest = min(fastest, time.perf_counter() - start)
-    return fastest
