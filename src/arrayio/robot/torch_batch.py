@@ -43,7 +43,9 @@ def batch_tensor(shape: tuple[int, ...], dtype: torch.dtype, *, reuse: bool = Fa
     if torch.utils.data.get_worker_info() is not None:
         nbytes = math.prod(shape) * dtype.itemsize
         if reuse:
-            storage = shared_blocks.free(nbytes) or shared_blocks.new(nbytes)
+            storage = shared_blocks.free(nbytes)
+            if storage is None:
+                storage = shared_blocks.new(nbytes)
         else:
             # Made in shared memory from the start, as default collation does: share_memory_() on a fresh
             # tensor copies it into a new shared block (12 ms for a 19 MB float batch here, on top of the
