@@ -190,9 +190,16 @@ def test_a_batch_is_cut_into_runs_that_lanes_decode_side_by_side():
     library = Library()
     threads = set()
     decode = library.nvjpegDecodeBatched
+    # Every run waits until all four are decoding: a lane whose run ended before the last one was handed out
+    # would otherwise take that run on its thread too (it did, once, on a loaded machine), and lanes that
+    # decoded one after another would never all meet here.
+    together, calls = threading.Barrier(4, timeout=20), []
 
     def noting_thread(*arguments):
         threads.add(threading.current_thread().name)
+        calls.append(arguments)
+        if len(calls) <= 4:  # the first batch's four runs
+            together.wait()
         return decode(*arguments)
     library.nvjpegDecodeBatched = noting_thread
     stacks = hardware.decode_into_stacks(decoder(library, lanes=4), datas, lengths, [[0, 1]], [(8, 8)], 3,
