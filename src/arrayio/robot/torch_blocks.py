@@ -138,12 +138,18 @@ def _watched(token: int, pid: int, descriptor: tuple[Any, int] | None, flag: int
 def _forget_maps_of_ended_workers() -> None:
     """Drop the maps of blocks whose worker has ended (a batch still held keeps its own map alive)."""
     for token, (pid, _mapped) in list(_maps.items()):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+        if _ended(pid):
             del _maps[token]
-        except OSError:
-            pass
+
+
+def _ended(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive: another user's process has that id now
+        return False
+    return False
 
 
 def _release(flag: np.ndarray, address: int) -> None:
