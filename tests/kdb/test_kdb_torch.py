@@ -251,9 +251,10 @@ def test_a_reused_block_travels_without_a_file_descriptor(tmp_path, monkeypatch)
 
 def test_a_batch_in_a_block_this_process_never_mapped_is_refused_by_name():
     """A worker's batch read by a process other than the one its block's map went to cannot be rebuilt."""
+    from arrayio.errors import UnsupportedError
     from arrayio.robot.torch_blocks import _watched
 
-    with pytest.raises(RuntimeError, match="never mapped"):
+    with pytest.raises(UnsupportedError, match="never mapped"):
         _watched(12345, 1, None, 64, "uint8", (4,), (1,), 0)
 
 

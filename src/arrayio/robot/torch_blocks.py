@@ -28,6 +28,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..errors import UnsupportedError
+
 _TAKEN, _RELEASED, _GONE = 0, 1, 2
 FLAG_BYTES = 64  # after a block's data: its flag (an int32), on a cache line of its own
 
@@ -125,7 +127,7 @@ def _watched(token: int, pid: int, descriptor: tuple[Any, int] | None, flag: int
         _maps[token] = (pid, mapped)
     kept = _maps.get(token)
     if kept is None:
-        raise RuntimeError(f"kdb: a DataLoader worker (process {pid}) sent a batch in a shared block this "
+        raise UnsupportedError(f"kdb: a DataLoader worker (process {pid}) sent a batch in a shared block this "
                            "process never mapped: its batches must all be read by the one process")
     storage = torch.frombuffer(kept[1], dtype=torch.uint8, count=flag).untyped_storage()
     tensor = torch.empty(0, dtype=getattr(torch, dtype)).set_(storage, offset, shape, strides)
