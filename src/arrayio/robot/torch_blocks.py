@@ -6,7 +6,7 @@ to eight blocks, each with a flag in its last bytes. The main process maps a blo
 the first time it comes (its file descriptor travels then, and only then), and keeps that map. Every batch
 made in the block after that travels as the block's token, its shape and strides: a file descriptor costs
 both processes about 0.35 ms of CPU each (a connection to the worker's resource sharer, a handshake, a
-descriptor passed), two a batch (the block and its flag) a tenth of a 224x224 JPEG batch's decode. The
+descriptor passed), two a batch (the block and its flag) a seventh of a 224x224 JPEG batch's work. The
 main process's pages of a kept map stay mapped from batch to batch, so reading the images faults no pages.
 
 The main process hands out each batch on a new storage over the kept map and watches that storage: once it
@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .._binary import round_up
 from ..errors import UnsupportedError
 
 _TAKEN, _RELEASED, _GONE = 0, 1, 2
@@ -56,13 +57,14 @@ class SharedBlocks:
 
     def new(self, nbytes: int) -> torch.UntypedStorage:
         """A new shared block for ``nbytes`` of data, kept (taken) to hand out again while fewer than
-        ``limit`` are kept."""
+        ``limit`` are kept; past that, a plain shared block that travels as torch sends any."""
+        if len(self._kept) >= self.limit:
+            return torch.UntypedStorage._new_shared(nbytes)
         # By descriptor whatever torch's sharing strategy: the main process maps it from one.
         block = torch.UntypedStorage._new_using_fd_cpu(flag_at(nbytes) + FLAG_BYTES)
-        if len(self._kept) < self.limit:
-            flag = torch.empty(0, dtype=torch.int32).set_(block)[flag_at(nbytes) // 4:][:1]
-            flag[0] = _TAKEN
-            self._kept[block.data_ptr()] = [block, flag, secrets.randbits(63), False]
+        flag = torch.empty(0, dtype=torch.int32).set_(block)[flag_at(nbytes) // 4:][:1]
+        flag[0] = _TAKEN
+        self._kept[block.data_ptr()] = [block, flag, secrets.randbits(63), False]
         return block
 
     def lent(self, tensor: torch.Tensor) -> list[Any] | None:
@@ -72,7 +74,7 @@ class SharedBlocks:
 
 def flag_at(nbytes: int) -> int:
     """Where the flag of a block for ``nbytes`` of data lies: after them, on a cache line of its own."""
-    return -(-nbytes // FLAG_BYTES) * FLAG_BYTES
+    return round_up(nbytes, FLAG_BYTES)
 
 
 shared_blocks = SharedBlocks(limit=8)
