@@ -1,6 +1,6 @@
-"""Run the coverage-guided fuzzing campaign: one atheris harness per format, one format at a time.
+"""Run the coverage-guided fuzzing campaign: one atheris harness per format, ``--jobs`` formats at a time.
 
-    python fuzz/run.py [--format F ...] [--seconds S] [--runs N]
+    python fuzz/run.py [--format F ...] [--seconds S] [--runs N] [--jobs J]
     python fuzz/run.py --merge-seeds      # rebuild fuzz/seeds/ from make_seeds.py's output
 
 Each format starts from the committed seed corpus (fuzz/seeds/<format>/) and
@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -145,7 +146,7 @@ def merge_seeds(formats: list[str]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Parse the command line, run each format in turn, print and store the figures."""
+    """Parse the command line, fuzz each format (``--jobs`` at a time), print and store the figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--format", action="append", choices=HARNESSES,
                         help="a harness to fuzz: a format or one of the paths around the readers (lerobot, views, "
@@ -157,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="where minimized findings go (default tests/regressions; <format>/ below it)")
     parser.add_argument("--minimize-seconds", type=int, default=60)
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="formats fuzzed side by side, each in its own process (default 1: one at a time)")
     parser.add_argument("--merge-seeds", action="store_true", help="rebuild fuzz/seeds from fuzz/.work/seeds")
     args = parser.parse_args(argv)
     formats = args.format or list(FORMATS)
@@ -168,15 +171,18 @@ def main(argv: list[str] | None = None) -> int:
         flags.append(f"-max_total_time={args.seconds or 20}")
     args.work.mkdir(parents=True, exist_ok=True)
     results = []
-    for format in formats:
-        result = fuzz_format(format, flags, args.work, args.regressions / format, args.minimize_seconds,
-                             args.work / f"{format}.log")
-        results.append(result)
-        print(f"{format:10} {result.executions:>10} executions  cov {result.coverage_edges:>5}  "
-              f"ft {result.features:>6}  corpus {result.corpus_files:>5}  {result.wall_seconds:>8.1f} s  "
-              f"rss {result.peak_rss_mb} MB  findings {len(result.findings)}"
-              + "".join(f"\n    finding: {finding}" for finding in result.findings)
-              + (f"\n    error: {result.error}" if result.error else ""), flush=True)
+    # Each harness is a process of its own: side by side, each keeps its per-format budget on its own core.
+    with ThreadPoolExecutor(max(1, args.jobs)) as pool:
+        runs = [pool.submit(fuzz_format, format, flags, args.work, args.regressions / format,
+                            args.minimize_seconds, args.work / f"{format}.log") for format in formats]
+        for run in runs:
+            result = run.result()
+            results.append(result)
+            print(f"{result.format:10} {result.executions:>10} executions  cov {result.coverage_edges:>5}  "
+                  f"ft {result.features:>6}  corpus {result.corpus_files:>5}  {result.wall_seconds:>8.1f} s  "
+                  f"rss {result.peak_rss_mb} MB  findings {len(result.findings)}"
+                  + "".join(f"\n    finding: {finding}" for finding in result.findings)
+                  + (f"\n    error: {result.error}" if result.error else ""), flush=True)
     if args.json is not None:
         args.json.write_text(json.dumps([asdict(result) for result in results], indent=2))
     return 1 if any(result.findings or result.error for result in results) else 0

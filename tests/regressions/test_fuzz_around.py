@@ -15,6 +15,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SECONDS_PER_HARNESS = 8
 HARNESSES = ["lerobot", "views", "remote"]
+# Formats side by side, one core each: the same per-format budget in less of the suite's time.
+JOBS = min(2, os.cpu_count() or 1)
 
 pytest.importorskip("atheris")
 pytest.importorskip("pyarrow")
@@ -27,7 +29,7 @@ def test_short_campaign_around_the_readers_finds_nothing(tmp_path):
     found = tmp_path / "found"
     command = [sys.executable, str(ROOT / "fuzz" / "run.py"), "--seconds", str(SECONDS_PER_HARNESS),
                "--work", str(tmp_path / "work"), "--regressions", str(found), "--minimize-seconds", "20",
-               "--json", str(figures)]
+               "--json", str(figures), "--jobs", str(JOBS)]
     for harness in HARNESSES:
         command += ["--format", harness]
     process = subprocess.run(command, check=False, cwd=ROOT, capture_output=True, text=True, timeout=600,
