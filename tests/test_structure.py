@@ -13,6 +13,7 @@ import io
 import re
 import tokenize
 from collections import defaultdict
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -235,7 +236,8 @@ def test_no_file_over_800_lines():
     assert not long, f"files over {MAX_LINES} lines: {long}"
 
 
-def _normalised_lines(path: Path) -> list[tuple[int, str]]:
+@cache  # every file is compared with every file of the other folders
+def _normalised_lines(path: Path) -> tuple[tuple[int, str], ...]:
     """(line number, stripped text) of the lines that carry code: blank lines, comments and one-line imports
     left out.
 
@@ -250,7 +252,7 @@ def _normalised_lines(path: Path) -> list[tuple[int, str]]:
         text = line.strip()
         if text and not text.startswith("#") and number not in single_imports:
             kept.append((number, text))
-    return kept
+    return tuple(kept)
 
 
 def _shared_runs(first: Path, second: Path) -> list[tuple[int, int, int]]:
