@@ -2,7 +2,7 @@
 a 2-worker DataLoader, the same float (C, H, W) output in [0, 1] on both sides.
 
     python benchmarks/lerobot_vs_kdb.py [--episodes 20] [--frames 150] [--size 224] [--samples 600]
-                                        [--batches 24] [--batch 32] [--workers 2] [--warmup 1] [--quick]
+                                        [--batches 80] [--batch 32] [--workers 2] [--warmup 5] [--quick]
                                         [--device cuda] [--lerobot-python PY] [--storages jpeg] [--json PATH]
 
 The episodes are written by ``lerobot`` itself (LeRobotDataset.create / add_frame / save_episode:
@@ -191,11 +191,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--frames", type=int, default=150)
     parser.add_argument("--size", type=int, default=224)
     parser.add_argument("--samples", type=int, default=600, help="random frames read one by one")
-    parser.add_argument("--batches", type=int, default=24, help="DataLoader batches timed")
+    parser.add_argument("--batches", type=int, default=80, help="DataLoader batches timed (with --warmup, at "
+                        "most an epoch's)")
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--warmup", type=int, default=1, help="DataLoader batches taken before the timing "
-                        "(2 x workers + 1 leaves only steady-state batches to time)")
+    parser.add_argument("--warmup", type=int, default=None, help="DataLoader batches taken before the timing "
+                        "(default 2 x workers + 1: only steady-state batches are timed)")
     parser.add_argument("--venv", type=Path, default=Path(os.environ.get("ARRAYIO_LEROBOT_VENV", DEFAULT_VENV)))
     parser.add_argument("--python", default=DEFAULT_PYTHON, help="the Python 3.12 that makes the venv")
     parser.add_argument("--folder", type=Path, default=None, help="where the datasets are kept (default: beside "
@@ -210,10 +211,16 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.quick:
         args.episodes, args.frames, args.size, args.samples, args.batches, args.batch = 2, 60, 96, 60, 4, 16
+    if args.warmup is None:
+        args.warmup = 1 if args.quick else 2 * args.workers + 1
+    epoch = args.episodes * args.frames // args.batch
+    if args.warmup + args.batches > epoch:
+        parser.error(f"--warmup {args.warmup} + --batches {args.batches} is more than the {epoch} batches of "
+                     f"{args.batch} in one epoch of {args.episodes} x {args.frames} frames")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     data = (f"{args.episodes} episodes x {args.frames} frames, {args.size}x{args.size}, 1 camera, AV1 by lerobot; "
             f"{args.samples} random frames; DataLoader batch {args.batch}, {args.workers} workers, "
-            f"{args.batches} batches")
+            f"{args.batches} batches timed after {args.warmup}")
     storages = [name for name in args.storages.split(",") if name]
     if not storages or set(storages) - {"jpeg", "raw"}:
         parser.error(f"--storages: jpeg, raw or both, got {args.storages!r}")
