@@ -63,10 +63,11 @@ def read(folder: Path, backend: str, samples: int, batches: int, batch: int, wor
     rng = np.random.default_rng(1)
     items = rng.integers(0, len(dataset), samples).tolist()
     first = dataset[items[0]]  # opens the decoders once, as a training run would
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     for item in items:
         dataset[item]
-    random_rate = samples / (time.perf_counter() - started)
+    elapsed = time.perf_counter() - started
+    random_rate, random_cores = samples / elapsed, (time.process_time() - cpu) / elapsed
     # torchcodec's decoders, which lerobot caches per file, do not survive a fork: DataLoader workers forked
     # with the random reads' decoders in the cache fail ("Could not push packet to decoder"). A clear cache
     # lets each worker open its own, as a careful user would.
@@ -92,8 +93,8 @@ def read(folder: Path, backend: str, samples: int, batches: int, batch: int, wor
         torch.cuda.synchronize()
     loader_rate = count / (time.perf_counter() - started)
     image = first[CAMERA]
-    return {"backend": backend, "random": random_rate, "loader": loader_rate, "item": int(items[0]),
-            "image_dtype": str(image.dtype), "image_shape": list(image.shape),
+    return {"backend": backend, "random": random_rate, "random_cores": random_cores, "loader": loader_rate,
+            "item": int(items[0]), "image_dtype": str(image.dtype), "image_shape": list(image.shape),
             "image_sum": float(image.double().sum())}
 
 

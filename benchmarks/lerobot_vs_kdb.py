@@ -120,8 +120,11 @@ def keep_better(rates: dict, again: dict) -> None:
         rates.update(again)
         return
     for key in ("random", "loader"):
-        if "error" not in again and rates.get(key) is not None and again.get(key) is not None:
-            rates[key] = max(rates[key], again[key])
+        if "error" not in again and rates.get(key) is not None and again.get(key) is not None \
+                and again[key] > rates[key]:
+            rates[key] = again[key]
+            if key == "random":  # the cores that run kept
+                rates["random_cores"] = again.get("random_cores")
 
 
 def default_backend(python: Path) -> str:
@@ -162,15 +165,16 @@ def frame_rates(path: Path, args: argparse.Namespace, reuse: bool = True) -> dic
     rng = np.random.default_rng(1)
     items = rng.integers(0, len(dataset), args.samples).tolist()
     first = dataset[items[0]]
-    random_rate = None  # the option changes nothing for random reads: the DataLoader only
+    random_rate = random_cores = None  # the option changes nothing for random reads: the DataLoader only
     if reuse:
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         for item in items:
             dataset[item]
-        random_rate = args.samples / (time.perf_counter() - started)
+        elapsed = time.perf_counter() - started
+        random_rate, random_cores = args.samples / elapsed, (time.process_time() - cpu) / elapsed
     image = first[f"image.{CAMERA.rsplit('.', 1)[-1]}"]
     found = {"item": int(items[0]), "image_dtype": str(image.dtype), "image_shape": list(image.shape),
-             "image_sum": float(image.double().sum()), "random": random_rate}
+             "image_sum": float(image.double().sum()), "random": random_rate, "random_cores": random_cores}
     if args.device != "cpu":
         found["loader"], found["choice"] = gpu_loader_rate(dataset, args)
         return found
@@ -256,17 +260,20 @@ def main(argv: list[str] | None = None) -> None:
     sizes["lerobot"] = folder_bytes(dataset)
     rows = []
     print(f"load average at the end {os.getloadavg()[0]:.1f}\n")
-    print(f"{'':34}{'random frames/s':>16}{'DataLoader frames/s':>21}{'dataset bytes':>15}")
+    # "cores busy": the process's CPU seconds (all its threads) per second of the random reads.
+    print(f"{'':34}{'random frames/s':>16}{'cores busy':>11}{'DataLoader frames/s':>21}{'dataset bytes':>15}")
     for storage, rates in ours.items():
         random = "-" if rates["random"] is None else f"{rates['random']:,.0f}"
+        cores = "-" if rates["random_cores"] is None else f"{rates['random_cores']:.2f}"
         chosen = f"  GpuLoader: {rates['choice']}" if "choice" in rates else ""
-        print(f"{names[storage]:34}{random:>16}{rates['loader']:>21,.0f}{sizes[storage]:>15,}{chosen}")
+        print(f"{names[storage]:34}{random:>16}{cores:>11}{rates['loader']:>21,.0f}{sizes[storage]:>15,}{chosen}")
     for backend, rates in theirs.items():
         name = f"LeRobotDataset ({backend})"
         if "error" in rates:
             print(f"{name:34}  does not run here: {rates['error']}")
             continue
-        print(f"{name:34}{rates['random']:>16,.0f}{rates['loader']:>21,.0f}{sizes['lerobot']:>15,}")
+        print(f"{name:34}{rates['random']:>16,.0f}{rates['random_cores']:>11.2f}{rates['loader']:>21,.0f}"
+              f"{sizes['lerobot']:>15,}")
     print(f"\ngoal: FrameDataset >= 10x LeRobotDataset in both modes, same float (3, {args.size}, {args.size}) output "
           "in [0, 1]; JPEG with the defaults is the headline (raw pixels: a storage choice, --compress none, "
           "larger files; reuse_shared_memory=False: every batch in a fresh shared block, as before it was the default)")
@@ -276,7 +283,9 @@ def main(argv: list[str] | None = None) -> None:
         for storage, mine in ours.items():
             same = abs(rates["image_sum"] - mine["image_sum"]) / max(rates["image_sum"], 1e-9)
             random = "  -  " if mine["random"] is None else f"{mine['random'] / rates['random']:5.1f}x"
-            print(f"  vs {backend:10} {names[storage]:33} random {random}   "
+            per_cpu = "" if mine["random"] is None else (  # frames per CPU-second, theirs on all their threads
+                f" ({mine['random'] / mine['random_cores'] / (rates['random'] / rates['random_cores']):4.1f}x a CPU-s)")
+            print(f"  vs {backend:10} {names[storage]:33} random {random}{per_cpu:17}   "
                   f"DataLoader {mine['loader'] / rates['loader']:5.1f}x   (same item's pixel sum within {same:.2%})")
             for mode in ("random", "loader") if mine["random"] is not None else ("loader",):
                 case = "random __getitem__" if mode == "random" else f"DataLoader {args.workers} workers" + (
@@ -286,7 +295,9 @@ def main(argv: list[str] | None = None) -> None:
                 rows.append(_rows.row(AREA, f"{case} vs {backend}{label}", mine[mode], reference=rates[mode],
                                       reference_name=f"LeRobotDataset {backend}", unit="frames/s",
                                       higher_is_better=True, target=">= 10x",
-                                      note=f"kdb {sizes[storage]:,} bytes, lerobot {sizes['lerobot']:,} bytes"))
+                                      note=f"kdb {sizes[storage]:,} bytes, lerobot {sizes['lerobot']:,} bytes" + (
+                                          f"; cores busy: kdb {mine['random_cores']:.2f}, lerobot "
+                                          f"{rates['random_cores']:.2f}" if mode == "random" else "")))
     _rows.write(args.json_path, AREA, data, rows)
 
 
