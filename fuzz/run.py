@@ -162,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="formats fuzzed side by side, each in its own process (default 1: one at a time)")
     parser.add_argument("--merge-seeds", action="store_true", help="rebuild fuzz/seeds from fuzz/.work/seeds")
     args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error(f"--jobs: at least 1 format at a time, got {args.jobs}")
     formats = args.format or list(FORMATS)
     if args.merge_seeds:
         merge_seeds(formats)
@@ -172,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     args.work.mkdir(parents=True, exist_ok=True)
     results = []
     # Each harness is a process of its own: side by side, each keeps its per-format budget on its own core.
-    with ThreadPoolExecutor(max(1, args.jobs)) as pool:
+    with ThreadPoolExecutor(args.jobs) as pool:
         runs = [pool.submit(fuzz_format, format, flags, args.work, args.regressions / format,
                             args.minimize_seconds, args.work / f"{format}.log") for format in formats]
         for run in runs:

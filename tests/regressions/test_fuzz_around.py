@@ -15,7 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SECONDS_PER_HARNESS = 8
 HARNESSES = ["lerobot", "views", "remote"]
-# Formats side by side, one core each: the same per-format budget in less of the suite's time.
+# Harnesses side by side, one core each: the same per-harness budget in less of the suite's time.
 JOBS = min(2, os.cpu_count() or 1)
 
 pytest.importorskip("atheris")
