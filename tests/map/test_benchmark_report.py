@@ -97,3 +97,12 @@ def test_every_benchmark_script_takes_quick_and_json(name):
                             text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stderr
     assert "--quick" in result.stdout and "--json" in result.stdout
+
+
+def test_the_lerobot_head_to_head_refuses_more_batches_than_an_epoch_holds():
+    # It timed the next batch past the epoch's last and died with StopIteration, after minutes of setup.
+    result = subprocess.run([sys.executable, str(BENCHMARKS / "lerobot_vs_kdb.py"), "--batches", "95"],
+                            capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 2, result.stderr
+    assert "--warmup 5 + --batches 95 is more than the 93 batches of 32 in one epoch of 20 x 150 frames" in \
+        result.stderr

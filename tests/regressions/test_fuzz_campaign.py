@@ -37,3 +37,9 @@ def test_short_campaign_finds_nothing(tmp_path):
     for result in results:
         assert result["executions"] > 100, result
         assert result["coverage_edges"] > 100, result
+
+
+def test_fewer_than_one_job_is_a_usage_error():
+    process = subprocess.run([sys.executable, str(ROOT / "fuzz" / "run.py"), "--jobs", "0"], check=False,
+                             cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert process.returncode == 2 and "--jobs: at least 1 format at a time, got 0" in process.stderr
