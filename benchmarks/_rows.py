@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -36,6 +37,15 @@ def best(action: Callable[[], Any], repeat: int) -> float:
         action()
         times.append(time.perf_counter() - start)
     return min(times)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a live process has used (from /proc; 0 where there is none)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def cost_ratio(ours: float | None, other: float | None, higher_is_better: bool) -> float | None:

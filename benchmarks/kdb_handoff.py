@@ -30,12 +30,6 @@ from kdb import CAMERAS, POOL, synthetic_pool  # noqa: E402 - benchmarks/kdb.py,
 AREA = "kdb-handoff"
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a live process (from /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _send(queue, done, storages: int, messages: int) -> None:
     import torch
 
@@ -53,11 +47,11 @@ def descriptor_cost(storages: int, messages: int) -> tuple[float, float]:
     context = multiprocessing.get_context("fork")
     queue, done = context.Queue(), context.Event()
     process = context.Process(target=_send, args=(queue, done, storages, messages))
-    before = cpu_seconds(os.getpid())
+    before = _rows.cpu_seconds(os.getpid())
     process.start()
     while queue.get() is not None:
         pass
-    main, worker = cpu_seconds(os.getpid()) - before, cpu_seconds(process.pid)
+    main, worker = _rows.cpu_seconds(os.getpid()) - before, _rows.cpu_seconds(process.pid)
     done.set()
     process.join()
     return main / messages, worker / messages

@@ -58,15 +58,6 @@ def write_shards(folder: Path, shards: int, episodes: int, frames: int, size: in
     return paths
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds a live process has used (from /proc; 0 where there is none)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def epoch_rates(dataset, epochs: int, batch: int, counts=None,
                 read_ahead: bool = False) -> list[tuple[float, float, float, float, float]]:
     """(frames/s, requests per batch, bytes per batch, CPU seconds of this process (the moto server's
@@ -92,8 +83,8 @@ def epoch_rates(dataset, epochs: int, batch: int, counts=None,
         if counts is not None:
             counts.reset()
         started = time.perf_counter()
-        main_cpu = cpu_seconds(os.getpid())
-        worker_cpu = sum(cpu_seconds(pid) for pid in workers)  # 0 before the workers start
+        main_cpu = _rows.cpu_seconds(os.getpid())
+        worker_cpu = sum(_rows.cpu_seconds(pid) for pid in workers)  # 0 before the workers start
         batches = 0
         for _ in loader:
             batches += 1
@@ -102,7 +93,8 @@ def epoch_rates(dataset, epochs: int, batch: int, counts=None,
         elapsed = time.perf_counter() - started
         requests, sent = counts.total() if counts is not None else (0, 0)
         results.append((batches * batch / elapsed, requests / batches, sent / batches,
-                        cpu_seconds(os.getpid()) - main_cpu, sum(cpu_seconds(pid) for pid in workers) - worker_cpu))
+                        _rows.cpu_seconds(os.getpid()) - main_cpu,
+                        sum(_rows.cpu_seconds(pid) for pid in workers) - worker_cpu))
     return results
 
 
