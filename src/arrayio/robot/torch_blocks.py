@@ -36,8 +36,8 @@ FLAG_BYTES = 64  # after a block's data: its flag (an int32), on a cache line of
 
 
 class SharedBlocks:
-    """A DataLoader worker's kept shared-memory blocks ([storage, flag view, token, whether the main process
-    has mapped it]), by data address."""
+    """A DataLoader worker's kept shared-memory blocks ([storage, flag (a numpy view), token, whether the main
+    process has mapped it]), by data address."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
@@ -62,7 +62,8 @@ class SharedBlocks:
             return torch.UntypedStorage._new_shared(nbytes)
         # By descriptor whatever torch's sharing strategy: the main process maps it from one.
         block = torch.UntypedStorage._new_using_fd_cpu(flag_at(nbytes) + FLAG_BYTES)
-        flag = torch.empty(0, dtype=torch.int32).set_(block)[flag_at(nbytes) // 4:][:1]
+        # A numpy view: read and set without torch's dispatcher (0.1 against 1-2 us), every batch.
+        flag = torch.empty(0, dtype=torch.int32).set_(block)[flag_at(nbytes) // 4:][:1].numpy()
         flag[0] = _TAKEN
         self._kept[block.data_ptr()] = [block, flag, secrets.randbits(63), False]
         return block
