@@ -29,6 +29,7 @@ from .._remote._settings import CLIENT_VARIABLE
 from .._remote._shared import make_shared_folder, remove_shared_folder
 from .._sources import expand_url_pattern, is_remote, is_url_pattern
 from ..kdb import IMAGE_TABLE_DTYPE, NO_IMAGE, KdbFile
+from ._arguments import frame_indices, item_index
 
 _GLOB_CHARACTERS = frozenset("*?[")
 # Parsed image records kept per process, in rows (48 bytes per camera each), and copied state/action
@@ -290,7 +291,7 @@ class ShardSet:
 
     def frame_number(self, item: int) -> int:
         """``item`` as a global frame number, negatives counted from the end; IndexError outside."""
-        asked = int(np.int64(item))
+        asked = item_index(item)
         frame = asked + self.num_frames if asked < 0 else asked
         if not 0 <= frame < self.num_frames:
             raise IndexError(self._outside(asked))
@@ -305,11 +306,13 @@ class ShardSet:
         total = self.num_frames
         if len(items) == 1:  # a plain __getitem__: Python's arithmetic costs a fifth of the array operations'
             return np.array([self.frame_number(items[0])], np.int64)
-        frames = np.asarray(items, dtype=np.int64).reshape(-1)
-        frames = np.where(frames < 0, frames + total, frames)
+        asked = frame_indices(items)
+        if asked is None:
+            raise IndexError(self._outside(max(np.asarray(items).reshape(-1).tolist(), key=abs)))
+        frames = np.where(asked < 0, asked + total, asked)
         bad = (frames < 0) | (frames >= total)
         if bad.any():
-            raise IndexError(self._outside(int(np.asarray(items).reshape(-1)[np.flatnonzero(bad)[0]])))
+            raise IndexError(self._outside(int(asked[np.flatnonzero(bad)[0]])))
         return frames
 
     def _outside(self, frame: int) -> str:
@@ -412,6 +415,9 @@ def _first_cameras(kdb: KdbFile) -> list[str]:
     return []
 
 
+MAX_OFFSET_FRAMES = 2**31  # past any episode (offsets there are clamped to its edge), and within int64 sums
+
+
 def frame_offsets(deltas: Sequence[float] | np.ndarray, fps: float, tolerance_s: float, key: str) -> np.ndarray:
     """Whole-frame offsets of ``deltas`` seconds at ``fps``; ValueError when one is off the frame grid."""
     values = np.asarray(deltas, dtype=np.float64).reshape(-1)
@@ -420,6 +426,10 @@ def frame_offsets(deltas: Sequence[float] | np.ndarray, fps: float, tolerance_s:
     if not math.isfinite(fps) or fps <= 0:
         raise ValueError(f"kdb: delta_timestamps need each episode's fps, found fps {fps}")
     steps = np.rint(values * fps)
+    if (np.abs(steps) > MAX_OFFSET_FRAMES).any():
+        far = values[int(np.argmax(np.abs(steps)))]
+        raise ValueError(f"kdb: delta_timestamps[{key!r}] = {far:g} s is more than {MAX_OFFSET_FRAMES} frames "
+                         f"away at fps {fps:g}")
     off = np.abs(values - steps / fps)
     if (off > tolerance_s).any():
         bad = int(np.argmax(off))

@@ -54,6 +54,7 @@ from ..kdb import (
     decode_image,
     decode_jpeg_into,
 )
+from ._arguments import camera_names, finite_number, item_index, seconds, whole_number
 from ._nvjpeg import decode_groups
 from ._shards import ShardSet, frame_offsets
 from .lerobot import TOLERANCE_S
@@ -141,24 +142,27 @@ class FrameDataset(Dataset):
                  delta_timestamps: Mapping[str, Sequence[float]] | None = None, tolerance_s: float = TOLERANCE_S,
                  decode: str = "auto", image_format: str = "float", on_bad_image: str = "raise",
                  storage_options: dict | None = None, reuse_shared_memory: bool = True) -> None:
-        if history < 0 or horizon < 1:
-            raise ValueError(f"kdb: need history >= 0 and horizon >= 1, got history={history}, horizon={horizon}")
+        history = whole_number("history", history, 0)
+        horizon = whole_number("horizon", horizon, 1)
         if delta_timestamps is not None and (history or horizon != 1):
             raise ValueError("kdb: give delta_timestamps or the history/horizon shorthands, not both")
         if decode not in DECODE_MODES:
             raise ValueError(f"kdb: decode must be one of {DECODE_MODES}, got {decode!r}")
         check_image_format(image_format)
-        self.history = int(history)
-        self.horizon = int(horizon)
+        self.history = history
+        self.horizon = horizon
         self.decode = decode
         self.image_format = image_format
         self.reuse_shared_memory = bool(reuse_shared_memory)
-        self.tolerance_s = float(tolerance_s)
+        self.tolerance_s = finite_number("tolerance_s", tolerance_s)
+        if delta_timestamps is not None and not isinstance(delta_timestamps, Mapping):
+            raise TypeError(f"kdb: delta_timestamps must be a mapping {{key: [seconds]}}, got {delta_timestamps!r}")
+        self.delta_timestamps = None if delta_timestamps is None else {
+            key: seconds(key, values) for key, values in delta_timestamps.items()}
+        named = None if cameras is None else camera_names(cameras)
         self.shards = ShardSet(source, on_bad_image=on_bad_image, need_fps=delta_timestamps is not None,
                                storage_options=storage_options)
-        self.cameras = self.shards.cameras if cameras is None else list(cameras)
-        self.delta_timestamps = None if delta_timestamps is None else {
-            key: [float(value) for value in values] for key, values in delta_timestamps.items()}
+        self.cameras = self.shards.cameras if named is None else named
         self.outputs = self._plan_outputs()
         self.item_plan = ItemPlan(self.outputs)
         self._offsets_by_fps: dict[float, dict[str, np.ndarray]] = {}
@@ -751,13 +755,15 @@ class EpisodeDataset(Dataset):
                  on_bad_image: str = "raise", storage_options: dict | None = None) -> None:
         check_image_format(image_format)
         self.image_format = image_format
+        named = None if cameras is None else camera_names(cameras)
         self.shards = ShardSet(source, on_bad_image=on_bad_image, storage_options=storage_options)
-        self.cameras = self.shards.cameras if cameras is None else list(cameras)
+        self.cameras = self.shards.cameras if named is None else named
 
     def __len__(self) -> int:
         return self.shards.num_episodes
 
     def __getitem__(self, item: int) -> dict[str, Any]:
+        item = item_index(item, "an episode")
         if not -len(self) <= item < len(self):
             raise IndexError(f"kdb: episode {item} is outside 0..{len(self) - 1}")
         item %= len(self)

@@ -43,6 +43,7 @@ except ModuleNotFoundError as error:  # say which extra installs it
 
     raise missing("torch", "arrayio.robot.torch_loader") from error
 
+from ._arguments import finite_number, whole_number
 from .torch import plan_decode
 from .torch_batch import SCALE, ReadAheadSampler, check_image_format, collate, packed_cameras
 
@@ -195,7 +196,10 @@ def device_ops(device: Any) -> DeviceOps:
     """The DeviceOps of ``device``: "cpu", "cuda[:n]", a torch.device, or an object that already is one."""
     if hasattr(device, "side_stream") and hasattr(device, "plan"):
         return device
-    target = torch.device(device)
+    try:
+        target = torch.device(device)
+    except (RuntimeError, TypeError) as error:
+        raise ValueError(f"kdb: GpuLoader's device {device!r} is not a torch device ({error})") from None
     if target.type == "cuda":
         if not torch.cuda.is_available():
             raise ValueError(f"kdb: cannot load onto {target}: CUDA is not available")
@@ -404,16 +408,16 @@ class GpuLoader:
                  **loader_options: Any) -> None:
         if decode not in DECODE_CHOICES:
             raise ValueError(f"kdb: decode must be one of {DECODE_CHOICES}, got {decode!r}")
-        if prefetch < 1:
-            raise ValueError(f"kdb: prefetch must be >= 1, got {prefetch}")
         check_image_format(image_format)
+        batch_size = whole_number("batch_size", batch_size, 1)
+        self.prefetch = whole_number("prefetch", prefetch, 1)
+        self.switch_interval_s = None if switch_interval_s is None else \
+            finite_number("switch_interval_s", switch_interval_s, positive=True)
+        self.num_workers = whole_number("num_workers", num_workers, 0)
+        self.cores = len(os.sched_getaffinity(0)) if cores is None else whole_number("cores", cores, 1)
         self.ops = device_ops(device)
         self.device = self.ops.device
         self.image_format = image_format
-        self.prefetch = int(prefetch)
-        self.switch_interval_s = switch_interval_s
-        self.num_workers = int(num_workers)
-        self.cores = int(cores if cores is not None else len(os.sched_getaffinity(0)))
         if decode == "auto":
             self.choice = measure_choice(dataset, self.ops, workers=self.num_workers, cores=self.cores,
                                          image_format=image_format, batch_size=batch_size)

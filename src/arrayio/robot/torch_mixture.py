@@ -18,6 +18,7 @@ except ModuleNotFoundError as error:  # say which extra installs it
 
     raise missing("torch", "arrayio.robot.torch_mixture") from error
 
+from ._arguments import finite_number, whole_number
 from .torch_batch import PACKED_PARTS, Samples, pack
 
 
@@ -48,20 +49,22 @@ class MixtureDataset(Dataset):
                  num_samples: int | None = None, pad_dims: bool = True) -> None:
         if not datasets:
             raise ValueError("kdb: a mixture needs at least one (dataset, weight) pair")
+        for number, pair in enumerate(datasets):
+            if not isinstance(pair, Sequence) or isinstance(pair, str) or len(pair) != 2:
+                raise TypeError(f"kdb: mixture entry {number} must be a (dataset, weight) pair, got {pair!r}")
         self.datasets = [dataset for dataset, _ in datasets]
-        weights = np.asarray([float(weight) for _, weight in datasets], np.float64)
-        if not np.isfinite(weights).all() or (weights < 0).any() or weights.sum() <= 0:
-            raise ValueError(f"kdb: mixture weights must be finite, >= 0 and not all 0, got {weights.tolist()}")
+        weights = np.asarray([finite_number(f"mixture weights[{number}]", weight)
+                              for number, (_, weight) in enumerate(datasets)], np.float64)
+        if weights.sum() <= 0:
+            raise ValueError(f"kdb: mixture weights must not all be 0, got {weights.tolist()}")
         for number, dataset in enumerate(self.datasets):
             if weights[number] > 0 and len(dataset) == 0:
                 raise ValueError(f"kdb: mixture dataset {number} is empty but has weight {weights[number]}")
         self.weights = weights / weights.sum()
-        self.seed = int(seed)
+        self.seed = whole_number("seed", seed, 0)
         self.epoch = 0
-        self.num_samples = int(sum(len(dataset) for dataset in self.datasets) if num_samples is None
-                               else num_samples)
-        if self.num_samples < 0:
-            raise ValueError(f"kdb: num_samples must be >= 0, got {num_samples}")
+        self.num_samples = sum(len(dataset) for dataset in self.datasets) if num_samples is None \
+            else whole_number("num_samples", num_samples, 0)
         self._plan: tuple[np.ndarray, np.ndarray] | None = None
         self._one_kind: bool | None = None
         self.pad_to = _padded_dims(self.datasets) if pad_dims else None
