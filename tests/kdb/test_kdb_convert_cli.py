@@ -103,3 +103,22 @@ def test_cli_kdb_group(cli, tmp_path):
     assert missing.returncode == 1 and b"episode 7" in missing.stderr
     broken = cli("kdb", "ingest-lerobot", tmp_path, tmp_path / "x.kdb")
     assert broken.returncode == 1 and b"parquet" in broken.stderr
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--fps", "nan"), ("--fps", "0"), ("--fps", "-5"), ("--fps", "inf"),
+                                             ("--tolerance-s", "nan"), ("--tolerance-s", "-1"),
+                                             ("--tolerance-s", "inf")])
+def test_ingest_refuses_a_frame_rate_or_tolerance_that_is_not_a_finite_number(cli, tmp_path, flag, value):
+    # Before, --fps nan/0/-5/inf wrote episodes with that fps, and a NaN or negative tolerance failed at the
+    # first video frame with a message about the video.
+    lerobot = write_lerobot(tmp_path / "lr")
+    out = tmp_path / "l.kdb"
+    out.write_bytes(b"kept")
+    result = cli("kdb", "ingest-lerobot", lerobot, out, flag, value, "--force")
+    name = flag.lstrip("-").replace("-", "_")
+    assert result.returncode == 1 and f"{name} must be a finite number".encode() in result.stderr, result.stderr
+    assert out.read_bytes() == b"kept"
+    if flag == "--fps":
+        with pytest.raises(ValueError, match="fps must be a finite number > 0"):
+            convert.ingest_hdf5(write_robomimic(tmp_path / "r.hdf5"), tmp_path / "r.kdb", fps=float(value))
+        assert not (tmp_path / "r.kdb").exists()

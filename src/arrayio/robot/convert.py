@@ -22,6 +22,7 @@ from .._names import path_segment
 from .._optional import require
 from ..kdb import Writer
 from ..kdb import open as open_file
+from ._arguments import finite_number
 from .lerobot import ingest_lerobot
 
 __all__ = ["export_npz", "ingest_hdf5", "ingest_lerobot"]
@@ -54,6 +55,7 @@ def ingest_hdf5(source: Any, target: Any, *, compress: str | None = "jpeg", qual
     sum of rewards, terminal = ``dones``; demos without frames are left out with
     a warning. Returns the number of episodes written.
     """
+    fps = finite_number("fps", fps, positive=True)
     h5py = require("h5py", "kdb ingest-hdf5")
     with h5py.File(source, "r") as hdf5:
         if "data" not in hdf5:

@@ -35,6 +35,7 @@ from .._optional import require
 from ..errors import FormatError
 from ..kdb import EncodedImage, Writer, encode_image
 from ..kdb import open as open_file
+from ._arguments import finite_number
 from ._lerobot_meta import (
     dataset_errors,
     expand_template,
@@ -82,6 +83,9 @@ def ingest_lerobot(source: Any, target: Any, *, compress: str | None = "jpeg", q
     for raw pixels). ``next.reward`` / ``next.done`` are used when present,
     otherwise reward 0 and only the last frame terminal. Returns the number of episodes.
     """
+    tolerance_s = finite_number("tolerance_s", tolerance_s)
+    if fps is not None:
+        fps = finite_number("fps", fps, positive=True)
     pa = require("pyarrow", "LeRobot datasets")
     pq = require("pyarrow.parquet", "LeRobot datasets")
 
