@@ -142,3 +142,32 @@ def test_frames_that_disagree_on_cameras_are_a_format_error(tmp_path: Path):
     with pytest.raises(MissingImage, match="frame 1 has no image of camera 'front'"):
         FrameDataset(path, cameras=["front"])[1]
     assert torch is not None
+
+
+@pytest.mark.parametrize("bad", [float("nan"), None, float("inf")])
+def test_a_timestamp_that_is_not_a_finite_number_is_named_with_its_file(v30: Path, tmp_path: Path, bad):
+    # Before: "...file-000.mp4 ends before nan s", naming the video, not the row that held the NaN.
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = v30 / "data" / "chunk-000" / "file-000.parquet"
+    table = pq.read_table(path)
+    times = table.column("timestamp").to_pylist()
+    times[3] = bad
+    pq.write_table(table.set_column(table.schema.get_field_index("timestamp"), "timestamp",
+                                    pa.array(times, pa.float32())), path)
+    refused(run_cli_hostile("kdb", "ingest-lerobot", v30, tmp_path / "out.kdb"), "file-000.parquet",
+            "episode 1 frame 1: timestamp", "not a finite number of seconds")
+    assert not (tmp_path / "out.kdb").exists()
+
+
+def test_a_video_time_past_a_billion_seconds_reads_as_a_number(v30: Path, tmp_path: Path):
+    # Before: the time was printed with six decimals, 300 digits long.
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = v30 / "meta" / "episodes" / "chunk-000" / "file-000.parquet"
+    rows = pq.read_table(path).to_pylist()
+    rows[1]["videos/observation.images.front/from_timestamp"] = 1e300
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    refused(run_cli_hostile("kdb", "ingest-lerobot", v30, tmp_path / "out.kdb"), "ends before 1e+300 s")

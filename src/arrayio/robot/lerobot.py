@@ -287,7 +287,13 @@ class _EpisodeRun:
         dones = (np.asarray(rows.column("next.done").to_pylist(), dtype=bool).reshape(-1)
                  if "next.done" in names else None)
         if "timestamp" in names:
-            times = np.asarray(rows.column("timestamp").to_pylist(), np.float64).reshape(-1)
+            times = np.asarray(rows.column("timestamp").to_pylist(), np.float64).reshape(-1)  # null: NaN
+            unusable = np.flatnonzero(~np.isfinite(times))
+            if len(unusable) and self.video_keys:
+                row = int(unusable[0])  # a ValueError: dataset_errors names the file
+                raise ValueError(f"episode {self.episode_index} frame {self.frame + row}: timestamp "
+                                 f"{rows.column('timestamp')[row].as_py()!r} is not a finite number of seconds, "
+                                 f"so no video frame can be found for it")
         else:
             times = (self.frame + np.arange(rows.num_rows)) / self.fps
         images = {camera: rows.column(column).to_pylist() for camera, column in _image_columns(rows).items()}
@@ -321,6 +327,11 @@ class _EpisodeRun:
         self._flush(last=True)
         self.writer.end_episode(total_reward=self.total_reward)
         self.episode_index = None
+
+
+def _time(seconds: float) -> str:
+    """A time in a message: to the microsecond, or in exponent form past a billion seconds."""
+    return f"{seconds:.6f}" if abs(seconds) < 1e9 else f"{seconds:g}"
 
 
 class _Videos:
@@ -398,14 +409,14 @@ class _VideoReader:
                         self._pixels = self._current[1].to_ndarray(format="rgb24")
                     return self._pixels
                 if found > seconds + tolerance:
-                    raise FormatError(f"kdb: {self.path} has no frame at {seconds:.6f} s (within {tolerance:g} s); "
-                                     f"the next frame is at {found:.6f} s")
+                    raise FormatError(f"kdb: {self.path} has no frame at {_time(seconds)} s (within {tolerance:g} s); "
+                                     f"the next frame is at {_time(found)} s")
             try:
                 frame = next(self._frames, None)
             except av.error.FFmpegError as error:
                 raise FormatError(f"kdb: cannot decode {self.path}: {error}") from None
             if frame is None:
-                raise FormatError(f"kdb: {self.path} ends before {seconds:.6f} s")
+                raise FormatError(f"kdb: {self.path} ends before {_time(seconds)} s")
             if (frame.width, frame.height) != (self._stream.codec_context.width, self._stream.codec_context.height):
                 self._check_size(frame.width, frame.height)  # a stream may change size midway
             if frame.time is None:
