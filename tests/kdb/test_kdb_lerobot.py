@@ -182,6 +182,48 @@ def test_export_refuses_mixed_fps_and_odd_video_sizes(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("fps", [1e-30, 1e30, 0.0, float("nan")])
+def test_export_refuses_a_frame_rate_no_video_or_timestamp_can_hold(tmp_path, fps):
+    # Before: 1e-30 ended in ZeroDivisionError (the video's rate rounded to 0), 1e30 in PyAV's OverflowError.
+    with kdb.Writer(tmp_path / "rate.kdb") as writer:
+        writer.add_episode(np.zeros((2, 1)), np.zeros((2, 1)), fps=fps, images={"c": np.zeros((2, 4, 4, 3), np.uint8)})
+    for video in (True, False):
+        with pytest.raises(ValueError, match=r"fps .* is outside the 0.001..1,000,000"):
+            export_lerobot(tmp_path / "rate.kdb", tmp_path / "out", video=video)
+    assert not (tmp_path / "out").exists()
+
+
+def images_of(height: int, width: int, channels: int = 3, frames: int = 2) -> np.ndarray:
+    return np.zeros((frames, height, width, channels), np.uint8)
+
+
+@pytest.mark.parametrize(("second", "words"), [
+    ({"c": images_of(8, 4)}, r"camera 'c' has a 4x8 image with 3 channel\(s\) at episode 1 frame 0"),
+    ({"d": images_of(4, 4)}, r"one set of cameras; episode 0 has \['c'\], episode 1 \['d'\]"),
+    ({"c": images_of(4, 4), "d": images_of(4, 4)}, "one set of cameras"),
+    ({"c": [images_of(4, 4, frames=1)[0], images_of(6, 4, frames=1)[0]]}, "at episode 1 frame 1"),
+])
+def test_export_refuses_cameras_or_sizes_that_change_between_frames(tmp_path, second, words):
+    # Before: a frame of another size was scaled to the first's by the encoder, silently, and a camera
+    # missing from a later episode ended in KeyError.
+    with kdb.Writer(tmp_path / "shapes.kdb") as writer:
+        writer.add_episode(np.zeros((2, 1)), np.zeros((2, 1)), images={"c": images_of(4, 4)})
+        writer.add_episode(np.zeros((2, 1)), np.zeros((2, 1)), images=second)
+    for video in (True, False):
+        with pytest.raises(ValueError, match=words):
+            export_lerobot(tmp_path / "shapes.kdb", tmp_path / "out", video=video)
+    assert not (tmp_path / "out").exists()
+
+
+def test_png_export_keeps_channels_the_same_too(tmp_path):
+    with kdb.Writer(tmp_path / "grey.kdb") as writer:
+        writer.add_episode(np.zeros((2, 1)), np.zeros((2, 1)), images={"c": images_of(4, 4)})
+        writer.add_episode(np.zeros((2, 1)), np.zeros((2, 1)), images={"c": images_of(4, 4, 1)})
+    with pytest.raises(ValueError, match=r"a 4x4 image with 1 channel\(s\) at episode 1 frame 0"):
+        export_lerobot(tmp_path / "grey.kdb", tmp_path / "out", video=False)
+    assert export_lerobot(tmp_path / "grey.kdb", tmp_path / "out") == 2  # video makes every frame RGB
+
+
 def moving_frames(count: int, first: int) -> np.ndarray:
     """Frames whose whole picture moves from one to the next (a shifting gradient): hard for motion search."""
     y, x = np.mgrid[0:64, 0:96]

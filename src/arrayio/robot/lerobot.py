@@ -20,15 +20,12 @@ from __future__ import annotations
 import io
 import json
 import math
-import os
 from collections.abc import Callable, Iterator
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .. import limits
 from .._edge import open_output_folder
 from .._names import confined, path_segment, relative_under
 from .._optional import require
@@ -45,15 +42,16 @@ from ._lerobot_meta import (
     read_jsonl,
     task_list,
 )
+from ._lerobot_video import VIDEO_CODECS, Videos, VideoWriter
 
 Progress = Callable[[int, int], None]
 CODEBASE_VERSION = "v3.0"
 # LeRobot matches a video frame to a timestamp within this many seconds.
 TOLERANCE_S = 1e-4
 ROWS_PER_BATCH = 1024
-VIDEO_CODECS = {"av1": "libsvtav1", "h264": "libx264"}
-# Frames per group of pictures (a key frame each): see _VideoWriter.
-GOP_SIZES = {"av1": 1, "h264": 2}
+# The frame rates an export takes: float32 timestamps of any frame count stay finite, and the video's rate
+# (a fraction with a denominator up to 1001) is neither 0 nor past FFmpeg's 32-bit numerator.
+EXPORT_FPS = (0.001, 1_000_000)
 CHUNKS_SIZE = 1000
 
 
@@ -112,7 +110,7 @@ def ingest_lerobot(source: Any, target: Any, *, compress: str | None = "jpeg", q
     if not files:
         raise FormatError(f"kdb: {root} has no data/**/*.parquet files (not a LeRobot dataset folder)")
     seen: set[int] = set()
-    videos = _Videos(tolerance_s)
+    videos = Videos(tolerance_s)
     try:
         with Writer(target, compress=compress, quality=quality) as writer:
             run = _EpisodeRun(writer, tasks, embodiment, fps, episodes, video_keys, videos)
@@ -255,7 +253,7 @@ class _EpisodeRun:
     successor (or the episode end) shows whether it is the last one."""
 
     def __init__(self, writer: Writer, tasks: dict[int, str], embodiment: str, fps: float,
-                 episodes: dict[int, dict], video_keys: list[str], videos: _Videos) -> None:
+                 episodes: dict[int, dict], video_keys: list[str], videos: Videos) -> None:
         self.writer, self.tasks, self.embodiment, self.fps = writer, tasks, embodiment, fps
         self.episodes, self.video_keys, self.videos = episodes, video_keys, videos
         self.episode_index: int | None = None
@@ -329,109 +327,6 @@ class _EpisodeRun:
         self.episode_index = None
 
 
-def _time(seconds: float) -> str:
-    """A time in a message: to the microsecond, or in exponent form past a billion seconds."""
-    return f"{seconds:.6f}" if abs(seconds) < 1e9 else f"{seconds:g}"
-
-
-class _Videos:
-    """One open decoder per video feature, moving forward through its MP4 (seeking back only when asked)."""
-
-    def __init__(self, tolerance_s: float) -> None:
-        self.tolerance_s = tolerance_s
-        self._readers: dict[str, _VideoReader] = {}
-
-    def frame_at(self, key: str, path: Path, seconds: float) -> np.ndarray:
-        """RGB pixels of the frame of ``key`` shown at ``seconds`` in ``path``."""
-        reader = self._readers.get(key)
-        if reader is None or reader.path != path:
-            if reader is not None:
-                reader.close()
-            reader = self._readers[key] = _VideoReader(path, self.tolerance_s)
-        return reader.frame_at(seconds)
-
-    def close(self) -> None:
-        """Close every open container."""
-        for reader in self._readers.values():
-            reader.close()
-        self._readers.clear()
-
-
-class _VideoReader:
-    """Frames of one MP4 by presentation time, decoded in order with PyAV (AV1 via libdav1d, H.264...)."""
-
-    def __init__(self, path: Path, tolerance_s: float) -> None:
-        av = require("av", "LeRobot videos")
-
-        self.path = path
-        self.tolerance_s = tolerance_s
-        try:
-            self._container = av.open(os.fspath(path))
-        except (FileNotFoundError, av.error.FFmpegError) as error:
-            raise FormatError(f"kdb: cannot open video {path}: {error}") from None
-        if not self._container.streams.video:
-            self._container.close()
-            raise FormatError(f"kdb: {path} has no video stream")
-        self._stream = self._container.streams.video[0]
-        self._check_size(self._stream.codec_context.width, self._stream.codec_context.height)
-        self._stream.thread_type = "AUTO"
-        self._restart()
-
-    def _check_size(self, width: int, height: int) -> None:
-        """Refuse frames over the image_bytes limit before the decoder allocates them (an 8192x8192 AV1
-        video of 200 KB cost 1.2 GB a frame)."""
-        try:
-            limits.check("image_bytes", width * height * 3, f"a {width}x{height} frame of {self.path}",
-                         format="LeRobot")
-        except limits.LimitError:
-            self._container.close()
-            raise
-
-    def _restart(self) -> None:
-        self._frames = self._container.decode(self._stream)
-        self._current: tuple[float, Any] | None = None
-        self._pixels: np.ndarray | None = None
-
-    def frame_at(self, seconds: float) -> np.ndarray:
-        """The pixels of the frame within ``tolerance_s`` of ``seconds``; ValueError when there is none."""
-        av = require("av", "LeRobot videos")
-
-        tolerance = self.tolerance_s
-        if self._current is not None and seconds < self._current[0] - tolerance:
-            assert self._stream.time_base is not None  # set on every opened stream
-            self._container.seek(max(0, int(seconds / self._stream.time_base)), stream=self._stream, backward=True)
-            self._restart()
-        while True:
-            if self._current is not None:
-                found = self._current[0]
-                if abs(found - seconds) <= tolerance:
-                    if self._pixels is None:
-                        self._pixels = self._current[1].to_ndarray(format="rgb24")
-                    return self._pixels
-                if found > seconds + tolerance:
-                    raise FormatError(f"kdb: {self.path} has no frame at {_time(seconds)} s (within {tolerance:g} s); "
-                                     f"the next frame is at {_time(found)} s")
-            try:
-                frame = next(self._frames, None)
-            except av.error.FFmpegError as error:
-                raise FormatError(f"kdb: cannot decode {self.path}: {error}") from None
-            if frame is None:
-                raise FormatError(f"kdb: {self.path} ends before {_time(seconds)} s")
-            if (frame.width, frame.height) != (self._stream.codec_context.width, self._stream.codec_context.height):
-                self._check_size(frame.width, frame.height)  # a stream may change size midway
-            if frame.time is None:
-                raise FormatError(f"kdb: {self.path} has a frame without a presentation time")
-            self._current = (float(frame.time), frame)
-            self._pixels = None
-
-    def close(self) -> None:
-        """Close the container."""
-        self._container.close()
-
-
-# -- export -----------------------------------------------------------------------------------------
-
-
 def is_lerobot_dataset(path: Path) -> bool:
     """True for a folder holding a LeRobot dataset (``meta/info.json`` with a ``codebase_version``): the only
     folders ``export_lerobot(..., force=True)`` replaces."""
@@ -474,14 +369,18 @@ def _export(kdb: Any, root: Path, *, video: bool, codec: str, crf: int | None, r
     metas = kdb.read_metas()
     fps_values = sorted({meta.fps for meta in metas})
     dims = sorted({(meta.state_dim, meta.action_dim) for meta in metas})
-    if len(fps_values) != 1 or not math.isfinite(fps_values[0]) or fps_values[0] <= 0:
+    if len(fps_values) != 1:
         raise ValueError(f"kdb: a LeRobot dataset has one fps; the episodes have {fps_values}")
+    if not EXPORT_FPS[0] <= fps_values[0] <= EXPORT_FPS[1]:  # NaN too
+        raise ValueError(f"kdb: the episodes' fps {fps_values[0]:g} is outside the {EXPORT_FPS[0]:g}.."
+                         f"{EXPORT_FPS[1]:,} a LeRobot dataset's timestamps and video frame rate can hold")
     if len(dims) != 1:
         raise ValueError(f"kdb: a LeRobot dataset has one state/action shape; the episodes have {dims}")
     fps = fps_values[0]
     state_dim, action_dim = dims[0]
     first = kdb.image_records(0, 0)
     cameras = {path_segment(record.camera, "kdb: camera name"): kdb.decode_image(record).shape for record in first}
+    _check_one_image_shape(kdb, {record.camera: record for record in first}, video)
     if video:
         for camera, (height, width, _) in cameras.items():
             if height % 2 or width % 2:
@@ -495,7 +394,7 @@ def _export(kdb: Any, root: Path, *, video: bool, codec: str, crf: int | None, r
     schema = _data_schema(state_dim, action_dim, keys, video, features)
     data_path = root / "data" / "chunk-000" / "file-000.parquet"
     data_path.parent.mkdir(parents=True)
-    videos = {camera: _VideoWriter(root / "videos" / key / "chunk-000" / "file-000.mp4", fps,
+    videos = {camera: VideoWriter(root / "videos" / key / "chunk-000" / "file-000.mp4", fps,
                                    cameras[camera], codec, crf) for camera, key in keys.items()} if video else {}
     stats = {name: _Stats() for name in ("observation.state", "action", "timestamp", "frame_index", "episode_index",
                                          "index", "task_index", "next.reward")}
@@ -586,6 +485,31 @@ def _export(kdb: Any, root: Path, *, video: bool, codec: str, crf: int | None, r
                     **{name: accumulator.result() for name, accumulator in image_stats.items()}}, indent=4),
         "utf-8")
     return len(metas)
+
+
+def _check_one_image_shape(kdb: Any, first: dict[str, Any], video: bool) -> None:
+    """ValueError unless every frame of ``kdb`` has an image of each camera of ``first`` (the records of
+    frame 0) and no other, all of its size (and channels, where PNGs keep them): a LeRobot feature has one
+    shape, and a video stream would scale a frame of another size to its own."""
+    for position in range(len(kdb)):
+        table = kdb.image_table(position)
+        if sorted(table) != sorted(first):
+            raise ValueError(f"kdb: a LeRobot dataset has one set of cameras; episode 0 has {sorted(first)}, "
+                             f"episode {position} {sorted(table)}")
+        for camera, records in table.items():
+            expected = first[camera]
+            differs = (records["length"] < 0) | (records["height"] != expected.height) | \
+                (records["width"] != expected.width)
+            if not video:
+                differs |= records["channels"] != expected.channels
+            if differs.any():
+                frame = int(np.flatnonzero(differs)[0])
+                found = records[frame]
+                what = "no image" if found["length"] < 0 else \
+                    f"a {found['width']}x{found['height']} image with {found['channels']} channel(s)"
+                raise ValueError(f"kdb: camera {camera!r} has {what} at episode {position} frame {frame}; a LeRobot "
+                                 f"feature has one shape, here {expected.width}x{expected.height} with "
+                                 f"{expected.channels} channel(s) (episode 0 frame 0)")
 
 
 def _features(state_dim: int, action_dim: int, cameras: dict[str, tuple], keys: dict[str, str], fps: float,
@@ -722,54 +646,3 @@ class _ImageStats:
         std = np.sqrt(np.maximum(self.squares / max(self.pixels, 1) - mean ** 2, 0))
         shaped = {"min": self.low, "max": self.high, "mean": mean, "std": std}
         return {**{name: value.reshape(3, 1, 1).tolist() for name, value in shaped.items()}, "count": [self.count]}
-
-
-class _VideoWriter:
-    """One MP4 per camera holding every episode back to back: frame n of the file at n / fps."""
-
-    def __init__(self, path: Path, fps: float, shape: tuple, codec: str, crf: int | None) -> None:
-        av = require("av", "LeRobot videos")
-        # SVT-AV1 prints a 20-line Svt[info] banner per encoder to stderr; its level comes only from the
-        # SVT_LOG variable (PyAV's logging never sees it): errors only (1), unless the user chose a level.
-        os.environ.setdefault("SVT_LOG", "1")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.path = path
-        self.rate = Fraction(fps).limit_denominator(1001)
-        self._container = av.open(os.fspath(path), "w", options={"movflags": "faststart"})
-        default_crf = 30 if codec == "av1" else 23
-        options = {"crf": str(default_crf if crf is None else crf)}
-        if codec == "av1":
-            options["preset"] = "12"
-        stream = self._container.add_stream(VIDEO_CODECS[codec], rate=self.rate, options=options)
-        assert isinstance(stream, av.VideoStream)  # a video codec gives a video stream
-        self._stream = stream
-        self._stream.height, self._stream.width = int(shape[0]), int(shape[1])
-        self._stream.pix_fmt = "yuv420p"
-        # SVT-AV1 codes the inter frame of a 2-frame group at a high QP offset and, when motion search
-        # fails, as an all-skip copy of the key frame before it: that frame then shows the previous
-        # timestamp's picture. Key frames only keep every frame at its own timestamp (and random
-        # access to any frame a single decode).
-        self._stream.codec_context.gop_size = GOP_SIZES[codec]
-        self._frames = 0
-
-    def add_episode(self, images: Any, camera: str, frames: int) -> int:
-        """Append an episode's frames of ``camera``; returns the file frame number of its first frame."""
-        av = require("av", "LeRobot videos")
-        start = self._frames
-        for frame in range(frames):
-            pixels = images.frame(frame, [camera])[camera]
-            if pixels.shape[2] != 3:
-                pixels = np.repeat(pixels[:, :, :1], 3, axis=2) if pixels.shape[2] == 1 else pixels[:, :, :3]
-            picture = av.VideoFrame.from_ndarray(np.ascontiguousarray(pixels), format="rgb24")
-            picture.pts = self._frames
-            picture.time_base = 1 / self.rate
-            self._container.mux(self._stream.encode(picture))
-            self._frames += 1
-        return start
-
-    def close(self) -> None:
-        """Flush the encoder and finish the file."""
-        try:
-            self._container.mux(self._stream.encode(None))
-        finally:
-            self._container.close()
