@@ -4,11 +4,13 @@
     python _lerobot_child.py write FOLDER --episodes 20 --frames 150 --size 224 --fps 30
     python _lerobot_child.py read FOLDER --backend pyav --samples 300 --batches 12 --batch 32 --workers 2 \
         [--device cuda] [--warmup 1]
+    python _lerobot_child.py dump FOLDER --backend pyav --out ITEMS.npz
 
 ``write`` builds the dataset with lerobot's own writer (LeRobotDataset.create, add_frame,
 save_episode, finalize: AV1 video); ``read`` prints one JSON line: random-frame __getitem__ and
 DataLoader frames/s of LeRobotDataset with the given video backend, and a checksum of the
-first sampled frame so the parent can check that both libraries return the same pixels.
+first sampled frame so the parent can check that both libraries return the same pixels; ``dump`` saves
+every item of a dataset (an export of ours, see _lerobot_export.py) for the parent to compare.
 """
 
 from __future__ import annotations
@@ -98,9 +100,29 @@ def read(folder: Path, backend: str, samples: int, batches: int, batch: int, wor
             "image_sum": float(image.double().sum())}
 
 
+def dump(folder: Path, backend: str, out: Path) -> None:
+    """Every item of the dataset in ``folder`` as LeRobotDataset gives it (``backend``: its video backend,
+    "(images)" for a dataset without videos), saved to ``out`` (.npz; images as uint8 H x W x C)."""
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    options = {} if backend == "(images)" else {"video_backend": backend}
+    dataset = LeRobotDataset("arrayio/export", root=folder, **options)
+    names = ["observation.state", "action", "timestamp", "episode_index", "frame_index", "index", "next.reward"]
+    columns: dict[str, list] = {name: [] for name in names}
+    images, tasks = [], []
+    for item in range(len(dataset)):
+        found = dataset[item]
+        for name in names:
+            columns[name].append(np.asarray(found[name]))
+        images.append(np.round(np.asarray(found[CAMERA]).transpose(1, 2, 0) * 255).astype(np.uint8))
+        tasks.append(found["task"])
+    np.savez(out, images=np.stack(images), tasks=np.array(tasks),
+             **{name.replace(".", "_"): np.stack(values) for name, values in columns.items()})
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=["write", "read"])
+    parser.add_argument("command", choices=["write", "read", "dump"])
     parser.add_argument("folder", type=Path)
     parser.add_argument("--episodes", type=int, default=20)
     parser.add_argument("--frames", type=int, default=150)
@@ -113,9 +135,12 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--out", type=Path, help="dump: the .npz written")
     args = parser.parse_args()
     if args.command == "write":
         write(args.folder, args.episodes, args.frames, args.size, args.fps)
+    elif args.command == "dump":
+        dump(args.folder, args.backend, args.out)
     else:
         print(json.dumps(read(args.folder, args.backend, args.samples, args.batches, args.batch, args.workers,
                               args.device, args.warmup)))

@@ -3,7 +3,8 @@ a 2-worker DataLoader, the same float (C, H, W) output in [0, 1] on both sides.
 
     python benchmarks/lerobot_vs_kdb.py [--episodes 20] [--frames 150] [--size 224] [--samples 600]
                                         [--batches 80] [--batch 32] [--workers 2] [--warmup 5] [--quick]
-                                        [--device cuda] [--lerobot-python PY] [--storages jpeg] [--json PATH]
+                                        [--device cuda] [--lerobot-python PY] [--storages jpeg] [--no-export-check]
+                                        [--json PATH]
 
 The episodes are written by ``lerobot`` itself (LeRobotDataset.create / add_frame / save_episode:
 a v3.0 dataset with AV1 video) in its own virtual environment, which this script makes the
@@ -13,7 +14,9 @@ downloads torch with its CUDA libraries, about 5 GB, once; ``--venv`` says where
 into one .kdb file (JPEG quality 90, the headline) and, as the storage choice ``--compress none``,
 into one with raw pixels (file sizes printed). LeRobotDataset is timed with its default video
 backend, with ``pyav``, and with ``torchcodec`` where it loads; FrameDataset in this process. Each side
-runs twice, interleaved (ours, theirs, ours, theirs), and keeps its better run.
+runs twice, interleaved (ours, theirs, ours, theirs), and keeps its better run. Then episodes of different
+lengths cut from the .kdb file are exported with ``export-lerobot`` (AV1, H.264, PNG) and loaded by
+LeRobotDataset with each backend; every item is compared with its source (exit status 1 on a mismatch).
 ``--quick``: 2 episodes of 60 frames at 96 px, and only when the venv already exists.
 
 On a GPU machine (``--device cuda``) the DataLoader case puts both sides' batches on the device:
@@ -211,6 +214,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--decode", default="auto", choices=["auto", "cpu", "gpu"],
                         help="GpuLoader's decode with --device cuda")
     parser.add_argument("--storages", default="jpeg,raw", help="the kdb files timed: jpeg, raw or both")
+    parser.add_argument("--no-export-check", dest="export_check", action="store_false",
+                        help="skip reading export-lerobot's output back with LeRobotDataset (exit 1 on a mismatch)")
     _rows.add_arguments(parser)
     args = parser.parse_args(argv)
     if args.quick:
@@ -299,6 +304,29 @@ def main(argv: list[str] | None = None) -> None:
                                           f"; cores busy: kdb {mine['random_cores']:.2f}, lerobot "
                                           f"{rates['random_cores']:.2f}" if mode == "random" else "")))
     _rows.write(args.json_path, AREA, data, rows)
+    if args.export_check and not check_exports(python, kdb_paths["jpeg"], folder, args, backends):
+        sys.exit(1)
+
+
+def check_exports(python: Path, kdb_path: Path, folder: Path, args: argparse.Namespace, backends: list[str]) -> bool:
+    """export-lerobot read back by LeRobotDataset itself (see _lerobot_export.py), a line per export and
+    backend; True when every item matched."""
+    import _lerobot_export
+
+    started = time.perf_counter()
+    lengths, results = _lerobot_export.check(kdb_path, folder / f"export-check-s{args.size}", args.frames,
+                                             backends, lambda *words: child(python, *words))
+    print(f"\nexport-lerobot read back by LeRobotDataset (episodes of {', '.join(map(str, lengths))} frames; "
+          f"{time.perf_counter() - started:.0f} s): every column, and each frame against its source frame")
+    for result in results:
+        if "error" in result:
+            print(f"  {result['export']:5} {result['backend']:11} does not load: {result['error']}")
+            continue
+        print(f"  {result['export']:5} {result['backend']:11} {'ok' if result['ok'] else 'MISMATCH':9}"
+              f"columns differing: {', '.join(result['differ']) or 'none'}; frame error mean "
+              f"{result['mean_error']:.2f}, max {result['max_error']:.2f}; frames nearer another frame: "
+              f"{result['misplaced']}")
+    return all(result["ok"] for result in results)
 
 
 if __name__ == "__main__":

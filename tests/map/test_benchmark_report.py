@@ -9,6 +9,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
@@ -106,3 +107,30 @@ def test_the_lerobot_head_to_head_refuses_more_batches_than_an_epoch_holds():
     assert result.returncode == 2, result.stderr
     assert "--warmup 5 + --batches 95 is more than the 93 batches of 32 in one epoch of 20 x 150 frames" in \
         result.stderr
+
+
+def test_the_export_check_finds_a_misplaced_frame_and_a_changed_column():
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        check = load("_lerobot_export")
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    rng = np.random.default_rng(0)
+    frames = np.array([0, 1, 2, 0, 1])
+    expected = {"state": rng.random((5, 3), np.float32), "action": rng.random((5, 2), np.float32),
+                "reward": np.zeros(5, np.float32), "episode": np.array([0, 0, 0, 1, 1]), "frame": frames,
+                "task": np.array(["a"] * 3 + ["b"] * 2), "image": rng.integers(0, 256, (5, 4, 4, 3), np.uint8),
+                "timestamp": frames / 10}
+    found = {"observation_state": expected["state"], "action": expected["action"],
+             "next_reward": expected["reward"], "episode_index": expected["episode"], "frame_index": frames,
+             "tasks": expected["task"], "index": np.arange(5), "timestamp": (frames / 10).astype(np.float32),
+             "images": expected["image"].copy()}
+    assert check.compare(found, expected, exact=True) == {"differ": [], "mean_error": 0.0, "max_error": 0.0,
+                                                          "misplaced": 0, "ok": True}
+    noisy = dict(found, images=np.clip(expected["image"].astype(int) + 2, 0, 255).astype(np.uint8))
+    assert check.compare(noisy, expected, exact=False)["ok"] and not check.compare(noisy, expected, exact=True)["ok"]
+    swapped = dict(found, images=expected["image"][[1, 0, 2, 3, 4]])  # frames 0 and 1 of episode 0 trade places
+    result = check.compare(swapped, expected, exact=False)
+    assert result["misplaced"] == 2 and not result["ok"]
+    shifted = dict(found, timestamp=found["timestamp"] + 0.1, episode_index=np.zeros(5, int))
+    assert check.compare(shifted, expected, exact=False)["differ"] == ["episode_index", "timestamp"]

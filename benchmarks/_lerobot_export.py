@@ -1,0 +1,108 @@
+"""``export-lerobot`` read back by ``lerobot`` itself (issue 21, item 6), for benchmarks/lerobot_vs_kdb.py:
+episodes of different lengths cut from the benchmark's .kdb file are exported (AV1, H.264 and PNG), each
+export is loaded with ``LeRobotDataset`` in the lerobot venv (``_lerobot_child.py dump``: every item, with
+each video backend), and every item is compared with its source frame."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import numpy as np
+
+# Frames per exported episode, cut from the benchmark's first episodes: all different, one of 5.
+LENGTHS = (37, 60, 23, 150, 5)
+KINDS = {"av1": {"codec": "av1"}, "h264": {"codec": "h264"}, "png": {"video": False}}
+# A decoded video frame is its own source frame within this mean absolute error (AV1 crf 30 and H.264
+# crf 23 gave 2.1-3.0 on the benchmark's frames); PNG is exact.
+VIDEO_ERROR = 6.0
+
+
+def source_episodes(path: Path, folder: Path, frames_available: int) -> tuple[Path, dict[str, np.ndarray]]:
+    """A .kdb file in ``folder`` holding the first episodes of ``path`` cut to LENGTHS (at most
+    ``frames_available`` each), and what LeRobotDataset should give back for it, item by item."""
+    from arrayio import kdb
+
+    cut = folder / "export-source.kdb"
+    lengths = [min(length, frames_available) for length in LENGTHS]
+    parts: dict[str, list] = {name: [] for name in ("state", "action", "reward", "episode", "frame", "task",
+                                                   "image")}
+    with kdb.open(path) as source, kdb.Writer(cut) as writer:
+        lengths = lengths[:len(source)]
+        for position, length in enumerate(lengths):
+            episode = source.read_episode(position)
+            camera = episode.images.cameras[0]
+            values = {"state": np.asarray(episode.states)[:length], "action": np.asarray(episode.actions)[:length],
+                      "reward": np.asarray(episode.rewards)[:length],
+                      "image": np.asarray(episode.images[camera])[:length]}
+            writer.add_episode(values["state"], values["action"], rewards=values["reward"],
+                               images={camera: values["image"]}, embodiment=episode.meta.embodiment,
+                               task=episode.meta.task, fps=episode.meta.fps)
+            values.update(episode=np.full(length, position), frame=np.arange(length),
+                          task=np.array([episode.meta.task] * length))
+            for name, value in values.items():
+                parts[name].append(value)
+            fps = episode.meta.fps
+    expected = {name: np.concatenate(value) for name, value in parts.items()}
+    expected["timestamp"] = expected["frame"] / fps
+    return cut, expected
+
+
+def compare(found: Mapping[str, np.ndarray], expected: Mapping[str, np.ndarray], exact: bool) -> dict:
+    """How LeRobotDataset's items (``found``, as ``_lerobot_child.py dump`` writes them) match ``expected``:
+    the columns that differ, each frame's mean absolute error against its own source frame, and how many
+    frames lie closer to another frame of their episode than to their own (a misplaced frame)."""
+    columns = {"observation_state": "state", "action": "action", "next_reward": "reward",
+               "episode_index": "episode", "frame_index": "frame", "tasks": "task"}
+    differ = [name for name, mine in columns.items()
+              if found[name].shape != expected[mine].shape or not np.array_equal(found[name], expected[mine])]
+    if not np.array_equal(found["index"], np.arange(len(expected["frame"]))):
+        differ.append("index")
+    if found["timestamp"].shape != expected["timestamp"].shape or \
+            not np.allclose(found["timestamp"], expected["timestamp"], atol=1e-6):
+        differ.append("timestamp")
+    images, sources = found["images"].astype(np.int16), expected["image"].astype(np.int16)
+    errors, misplaced = [], 0
+    if images.shape != sources.shape:
+        return {"differ": [*differ, "images"], "mean_error": None, "max_error": None, "misplaced": None,
+                "ok": False}
+    for item in range(len(images)):
+        own_episode = np.flatnonzero(expected["episode"] == expected["episode"][item])
+        distances = np.abs(sources[own_episode] - images[item]).reshape(len(own_episode), -1).mean(1)
+        own = distances[expected["frame"][item]]
+        errors.append(float(own))
+        misplaced += int(distances.min() < own)
+    worst = max(errors)
+    ok = not differ and not misplaced and (worst == 0 if exact else worst < VIDEO_ERROR)
+    return {"differ": differ, "mean_error": float(np.mean(errors)), "max_error": worst, "misplaced": misplaced,
+            "ok": ok}
+
+
+def check(kdb_path: Path, folder: Path, frames_available: int, backends: list[str],
+          run_child: Callable[..., str]) -> tuple[list[int], list[dict]]:
+    """Export the cut episodes of ``kdb_path`` each way, load each export with LeRobotDataset and each
+    backend (``run_child``: runs _lerobot_child.py in the venv), and compare: the episodes' lengths, and one
+    result per export and backend."""
+    import shutil
+
+    from arrayio.robot.lerobot import export_lerobot
+
+    folder.mkdir(parents=True, exist_ok=True)
+    cut, expected = source_episodes(kdb_path, folder, frames_available)
+    results = []
+    for kind, options in KINDS.items():
+        export = folder / f"export-{kind}"
+        shutil.rmtree(export, ignore_errors=True)
+        export_lerobot(cut, export, **options)
+        for backend in backends if kind != "png" else ["(images)"]:
+            dump = folder / f"dump-{kind}-{backend.strip('()')}.npz"
+            try:
+                run_child("dump", str(export), "--backend", backend, "--out", str(dump))
+            except (RuntimeError, subprocess.SubprocessError) as error:
+                results.append({"export": kind, "backend": backend, "ok": False, "error": str(error)})
+                continue
+            with np.load(dump) as found:
+                results.append({"export": kind, "backend": backend,
+                                **compare(dict(found), expected, exact=kind == "png")})
+    return np.bincount(expected["episode"]).tolist(), results
