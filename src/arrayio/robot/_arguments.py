@@ -14,15 +14,23 @@ import numpy as np
 
 def whole_number(name: str, value: Any, minimum: int) -> int:
     """``value`` as an int; TypeError unless it is an integer (not a float), ValueError below ``minimum``."""
-    if isinstance(value, bool):
+    number = _integer(value)
+    if number is None:
         raise TypeError(f"kdb: {name} must be a whole number, got {value!r}")
-    try:
-        number = operator.index(value)
-    except TypeError:
-        raise TypeError(f"kdb: {name} must be a whole number, got {value!r}") from None
     if number < minimum:
         raise ValueError(f"kdb: {name} must be >= {minimum}, got {number}")
     return number
+
+
+def _integer(value: Any) -> int | None:
+    """``value`` as an int where it is an integer of any kind (Python, numpy, a 0-d tensor), else None (a
+    bool too: True is no count or index)."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
 
 
 def finite_number(name: str, value: Any, *, positive: bool = False) -> float:
@@ -66,12 +74,10 @@ def camera_names(cameras: Any) -> list[str]:
 
 def item_index(item: Any, what: str = "a frame") -> int:
     """One ``what`` index as an int; TypeError for anything but an integer (a float is not truncated)."""
-    if isinstance(item, bool):
+    number = _integer(item)
+    if number is None:
         raise TypeError(f"kdb: {what} index must be an integer, got {item!r}")
-    try:
-        return operator.index(item)
-    except TypeError:
-        raise TypeError(f"kdb: {what} index must be an integer, got {item!r}") from None
+    return number
 
 
 def frame_indices(items: Any) -> np.ndarray | None:
@@ -81,7 +87,7 @@ def frame_indices(items: Any) -> np.ndarray | None:
     if not len(found):
         raise ValueError("kdb: a batch needs at least one frame index, got none")
     if found.dtype.kind in "iu":
-        return None if found.dtype.kind == "u" and int(found.max()) > _INT64_MAX else found.astype(np.int64)
+        return None if found.dtype.kind == "u" and int(found.max()) > _INT64_MAX else found.astype(np.int64, copy=False)
     numbers = [item_index(item) for item in found.tolist()]  # the first non-integer raises
     return None if max(map(abs, numbers)) > _INT64_MAX else np.array(numbers, np.int64)
 
