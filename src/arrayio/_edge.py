@@ -31,6 +31,7 @@ from typing import Any, BinaryIO
 
 from . import _sources
 from ._binary import Source, _write_error_class, atomic_folder, is_path, output_stream
+from ._remote._settings import checked_options
 from .errors import ErrorKinds, OutputExistsError, UnsupportedError
 
 __all__ = ["FORCE_HINT", "check_output", "is_local", "local_path", "open_output", "open_output_folder", "open_source",
@@ -70,6 +71,7 @@ def open_source(target: Any, errors: ErrorKinds = _DEFAULT_ERRORS, storage_optio
 def options_for(target: Any, storage_options: dict | None) -> dict | None:
     """``storage_options`` when ``target`` is read through a remote transport, else None: a list of sources
     may mix local paths and URLs, and the options belong to the URLs."""
+    checked_options(storage_options)  # a wrong kind is said even where a local target would not use it
     return storage_options if storage_options and _sources.is_remote(target) else None
 
 
@@ -78,7 +80,7 @@ def remote_source(target: Any, errors: ErrorKinds, storage_options: dict | None 
     the caller reads its own way, e.g. from a file position). ``storage_options`` apply to URLs only."""
     if _sources.is_remote(target):
         return _sources.open_remote_source(target, errors, storage_options)
-    if storage_options:
+    if checked_options(storage_options):
         raise TypeError(f"storage_options apply to URLs and fsspec files, not to {type(target).__name__}")
     return None
 
@@ -155,13 +157,13 @@ def open_output(target: Any, storage_options: dict | None = None, *, force: bool
     without an error (a local path by temp file, fsync and rename; a URL, fsspec file or ``RemoteFile`` by one
     upload; an fd or file object is written into). ``force=False`` refuses an existing target."""
     if _sources.is_remote(target):
-        remote = target if isinstance(target, _sources.RemoteFile) or not storage_options else \
+        remote = target if isinstance(target, _sources.RemoteFile) or not checked_options(storage_options) else \
             _sources.RemoteFile(target, storage_options)
         check_output(remote, force=force)
         with _sources.remote_output(remote) as stream:
             yield stream
         return
-    if storage_options:
+    if checked_options(storage_options):
         raise TypeError(f"storage_options apply to URLs and fsspec files, not to {type(target).__name__}")
     local = local_path(target)
     if local is not None:

@@ -28,7 +28,7 @@ from ._remote import (
     _fsspec_file,
     _open_file,
 )
-from ._remote._settings import split_options
+from ._remote._settings import checked_options, split_options
 from .errors import ErrorKinds, RemoteError, UnsupportedError
 
 __all__ = [
@@ -127,7 +127,7 @@ def resolve(target: Any, storage_options: dict | None = None) -> Any:
         return RemoteFile(target, storage_options)
     if _fsspec_file(target) or _open_file(target):
         return RemoteFile(target, storage_options)
-    if storage_options:
+    if checked_options(storage_options):
         raise TypeError(f"storage_options apply to URLs and fsspec files, not to {type(target).__name__}")
     return target
 

@@ -127,3 +127,21 @@ def test_not_a_known_format_names_the_url(http_server):
 def test_storage_options_need_a_url(samples):
     with pytest.raises(TypeError, match="storage_options"):
         arrayio.open(samples("kastore/ours"), storage_options={"anon": True})
+
+
+@pytest.mark.parametrize("options", ["anon=true", "", 5, [("anon", True)]])
+def test_storage_options_that_are_not_a_dict_are_named(http_server, store_bytes, samples, options):
+    # Before: "dictionary update sequence element #0 has length 1" or "'int' object is not iterable" from
+    # deep in the transport, and FrameDataset over a local file took any value without a word.
+    url = http_server.put("options.kas", store_bytes)
+    for call in (lambda: arrayio.open(url, storage_options=options),
+                 lambda: arrayio.info(url, storage_options=options),
+                 lambda: kastore.load(url, storage_options=options),
+                 lambda: arrayio.open(samples("kastore/ours"), storage_options=options)):
+        with pytest.raises(TypeError, match="storage_options must be a dict of options for the remote backend"):
+            call()
+    pytest.importorskip("torch")
+    from arrayio.robot.torch import FrameDataset
+
+    with pytest.raises(TypeError, match="storage_options must be a dict"):
+        FrameDataset(samples("kdb/ours"), storage_options=options)

@@ -29,7 +29,7 @@ from . import _byteranges as byteranges
 from ._cache import Fetched, _BlockCache
 from ._http import _HTTPTransport, _origin
 from ._obstore import forked, obstore_transport
-from ._settings import split_options
+from ._settings import checked_options, split_options
 from ._shared import SharedRanges
 from ._transports import _fsspec_file, _FsspecTransport, _GCSTransport, _open_file, _S3Transport
 
@@ -77,7 +77,7 @@ class RemoteFile:
     def __init__(self, target: Any, storage_options: dict | None = None, *,
                  cache_bytes: int = DEFAULT_CACHE_BYTES, readahead: int = DEFAULT_READAHEAD,
                  size: int | None = None, etag: str | None = None, etag_client: str | None = None) -> None:
-        self.storage_options = dict(storage_options or {})
+        self.storage_options = checked_options(storage_options)
         self.settings, self._backend_options = split_options(self.storage_options)
         self._fs: Any = None
         self._path = ""

@@ -8,6 +8,7 @@ or obstore's store), so one ``storage_options`` dict serves both clients.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -57,8 +58,19 @@ def preferred_client(settings: TransportSettings) -> str:
 _KEYS = frozenset(field.name for field in fields(TransportSettings))
 
 
+def checked_options(storage_options: Any) -> dict[str, Any]:
+    """``storage_options`` as a new dict ({} for None); TypeError unless it is a mapping (a string such as
+    "anon=true" failed deep in the backend with a message about dictionary update sequences)."""
+    if storage_options is None:
+        return {}
+    if not isinstance(storage_options, Mapping):
+        raise TypeError(f"storage_options must be a dict of options for the remote backend, got "
+                        f"{storage_options!r} (on the command line: --storage-option KEY=VALUE)")
+    return dict(storage_options)
+
+
 def split_options(storage_options: dict | None) -> tuple[TransportSettings, dict[str, Any]]:
     """(arrayio's transport settings, the options left for the backend) of a ``storage_options`` dict."""
-    options = dict(storage_options or {})
+    options = checked_options(storage_options)
     ours = {key: options.pop(key) for key in list(options) if key in _KEYS}
     return TransportSettings(**ours), options

@@ -25,7 +25,7 @@ import numpy as np
 
 from .._edge import options_for
 from .._remote import RemoteFile
-from .._remote._settings import CLIENT_VARIABLE
+from .._remote._settings import CLIENT_VARIABLE, checked_options
 from .._remote._shared import make_shared_folder, remove_shared_folder
 from .._sources import expand_url_pattern, is_remote, is_url_pattern
 from ..kdb import IMAGE_TABLE_DTYPE, NO_IMAGE, KdbFile
@@ -95,6 +95,7 @@ class ShardSet:
 
     def __init__(self, source: Any, *, on_bad_image: str = "raise", need_fps: bool = False,
                  storage_options: dict | None = None) -> None:
+        checked_options(storage_options)
         self.sources = resolve_sources(source, storage_options)
         self.remote = any(is_remote(shard) for shard in self.sources)  # read in ranges, worth prefetching
         self.storage_options = storage_options
