@@ -20,6 +20,7 @@ import numpy as np
 from .._edge import open_output
 from .._names import path_segment
 from .._optional import require
+from ..errors import FormatError
 from ..kdb import Writer
 from ..kdb import open as open_file
 from ._arguments import finite_number
@@ -57,7 +58,13 @@ def ingest_hdf5(source: Any, target: Any, *, compress: str | None = "jpeg", qual
     """
     fps = finite_number("fps", fps, positive=True)
     h5py = require("h5py", "kdb ingest-hdf5")
-    with h5py.File(source, "r") as hdf5:
+    try:
+        opened = h5py.File(source, "r")
+    except (FileNotFoundError, IsADirectoryError, PermissionError):
+        raise
+    except OSError as error:  # h5py's message names neither the file nor what it is not
+        raise FormatError(f"kdb: {os.fsdecode(source)} is not an HDF5 file ({error})") from None
+    with opened as hdf5:
         if "data" not in hdf5:
             raise ValueError(f"kdb: {os.fsdecode(source)} has no 'data' group (not a robomimic-layout file)")
         data = hdf5["data"]
