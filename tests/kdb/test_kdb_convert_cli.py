@@ -129,3 +129,22 @@ def test_ingest_hdf5_of_a_file_that_is_not_hdf5_names_it(cli, sample, tmp_path):
     result = cli("kdb", "ingest-hdf5", sample, tmp_path / "x.kdb")
     assert result.returncode == 1 and b"sample.kdb is not an HDF5 file" in result.stderr, result.stderr
     assert not (tmp_path / "x.kdb").exists()
+
+
+@pytest.mark.parametrize(("change", "words"), [
+    (lambda data: data.create_dataset("demo_7", data=np.zeros(3)), "data/demo_7 is a dataset, not a demo group"),
+    (lambda data: data["demo_1"].__delitem__("states") or data["demo_1"].create_dataset("states", data=[b"a"] * 5),
+     "demo_1/states holds |S1 values, not numbers"),
+    (lambda data: data["demo_0"].__delitem__("rewards") or data["demo_0"].create_dataset("rewards",
+                                                                                          data=np.zeros((5, 2))),
+     r"demo_0/rewards has shape \(5, 2\); one value per frame"),
+])
+def test_ingest_hdf5_names_the_demo_and_dataset_it_cannot_read(tmp_path, change, words):
+    # Before: AttributeError ('Dataset' object has no attribute 'get'), "could not convert string to float",
+    # and "rewards has 10 rows" for a (5, 2) array.
+    source = write_robomimic(tmp_path / "r.hdf5")
+    with h5py.File(source, "a") as hdf5:
+        change(hdf5["data"])
+    with pytest.raises(arrayio.FormatError, match=words):
+        convert.ingest_hdf5(source, tmp_path / "r.kdb")
+    assert not (tmp_path / "r.kdb").exists()

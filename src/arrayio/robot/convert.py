@@ -90,6 +90,8 @@ def _robomimic_task(env_args: Any) -> str:
 
 def _ingest_demo(writer: Writer, demo: Any, name: str, **meta: Any) -> bool:
     """Write one demo as an episode; False (with a warning) for a demo without frames."""
+    if not hasattr(demo, "keys"):
+        raise FormatError(f"kdb: data/{name} is a dataset, not a demo group")
     actions = demo.get("actions")
     if not hasattr(actions, "shape") or len(actions.shape) < 1:
         raise ValueError(f"kdb: {name} has no 'actions' dataset")
@@ -101,15 +103,24 @@ def _ingest_demo(writer: Writer, demo: Any, name: str, **meta: Any) -> bool:
     group = demo.get("obs", {})
     obs = {key: group[key] for key in sorted(group) if hasattr(group[key], "shape")}
     if hasattr(demo.get("states"), "shape"):
-        state_parts = [demo["states"]]
+        named_parts = {"states": demo["states"]}
     else:
-        state_parts = [data for data in obs.values() if data.ndim == 2 and data.dtype.kind == "f"]
+        named_parts = {f"obs/{key}": data for key, data in obs.items() if data.ndim == 2 and data.dtype.kind == "f"}
+    for label, data in {"actions": actions, **named_parts, **{key: demo[key] for key in ("rewards", "dones")
+                                                                if key in demo}}.items():
+        if getattr(data, "dtype", np.dtype(object)).kind not in "biuf":  # a cast fails later, naming nothing
+            raise FormatError(f"kdb: {name}/{label} holds {getattr(data, 'dtype', type(data).__name__)} values, "
+                              "not numbers")
+    state_parts = list(named_parts.values())
     cameras = {key.removesuffix("_image"): data for key, data in obs.items()
                if data.ndim == 4 and data.dtype == np.uint8}
     rewards = np.asarray(demo["rewards"], dtype=np.float32).reshape(-1) if "rewards" in demo else np.zeros(frames)
     dones = np.asarray(demo["dones"]).reshape(-1) != 0 if "dones" in demo else np.arange(frames) == frames - 1
-    lengths = {"rewards": len(rewards), "dones": len(dones)}
-    lengths.update({f"state part {number}": len(part) for number, part in enumerate(state_parts)})
+    for key in ("rewards", "dones"):
+        if key in demo and demo[key].shape not in ((frames,), (frames, 1)):
+            raise FormatError(f"kdb: {name}/{key} has shape {demo[key].shape}; one value per frame (the "
+                              f"{frames} rows of actions) is expected")
+    lengths = {f"state part {number}": len(part) for number, part in enumerate(state_parts)}
     for label, length in lengths.items():
         if length != frames:
             raise ValueError(f"kdb: {name} {label} has {length} rows, actions has {frames}")
