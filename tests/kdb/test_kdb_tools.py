@@ -103,6 +103,21 @@ def test_stats(tmp_path):
     assert any("pick cube" in line for line in tools.stats_lines(facts))
 
 
+def test_one_path_given_as_a_string_is_one_source_not_its_letters(tmp_path):
+    # Before: merge("a.kdb", ...) and stats("a.kdb") iterated the string and said "folder '/' holds no .kdb files".
+    path = write_varied(tmp_path / "a.kdb")
+    assert tools.stats(str(path))["episodes"] == tools.stats([path])["episodes"] == 4
+    assert tools.merge(str(path), tmp_path / "m.kdb") == 4 and tools.merge(path, tmp_path / "n.kdb") == 4
+
+
+def test_min_frames_must_be_a_whole_number():
+    # Before: min_frames="x" was taken and the filter failed later comparing an int with a string.
+    with pytest.raises(TypeError, match="--min-frames must be a whole number, got 'x'"):
+        tools.episode_filter(min_frames="x")
+    with pytest.raises(ValueError, match="--min-frames must be >= 0"):
+        tools.episode_filter(min_frames=-1)
+
+
 def test_cli_merge_filter_stats_and_lerobot(cli, tmp_path):
     a = write_varied(tmp_path / "a.kdb")
     b = write_varied(tmp_path / "b.kdb", ids_from=4)

@@ -26,6 +26,7 @@ import numpy as np
 
 from ..kdb import HEADER_SIZE, INDEX_ENTRY, JPEG_MAGIC, EncodedImage, EpisodeMeta, KdbFile, Writer
 from ..kdb import open as open_file
+from ._arguments import whole_number
 from ._shards import open_shard, resolve_sources
 
 Progress = Callable[[int, int], None]
@@ -77,7 +78,7 @@ def merge(sources: Sequence[Any], target: Any, *, keep_ids: bool = False, progre
     Episode ids are renumbered 0, 1, ... unless ``keep_ids``, which needs them unique across the inputs.
     ``storage_options`` go to the remote sources (their listing and reading).
     """
-    paths = resolve_sources(list(sources), storage_options)
+    paths = resolve_sources(_listed(sources), storage_options)
     total, owners = 0, dict[int, str]()
     for path in paths:
         with open_shard(path, storage_options) as kdb:
@@ -100,6 +101,11 @@ def merge(sources: Sequence[Any], target: Any, *, keep_ids: bool = False, progre
     return total
 
 
+def _listed(sources: Any) -> Any:
+    """``sources`` as resolve_sources takes them: one path (a string is not a list of letters) or a list."""
+    return sources if isinstance(sources, (str, bytes, os.PathLike)) else list(sources)
+
+
 def episode_filter(*, task: str | None = None, embodiment: str | None = None, success: str | None = None,
                    min_frames: int | None = None, where: str | None = None) -> Callable[[EpisodeMeta], bool]:
     """A predicate over episode metadata combining every condition given (all must hold)."""
@@ -118,7 +124,8 @@ def episode_filter(*, task: str | None = None, embodiment: str | None = None, su
         wanted = SUCCESS_VALUES[success]
         checks.append(lambda meta: meta.success is wanted)
     if min_frames is not None:
-        checks.append(lambda meta: meta.num_frames >= min_frames)
+        least = whole_number("--min-frames", min_frames, 0)
+        checks.append(lambda meta: meta.num_frames >= least)
     if where is not None:
         checks.append(_compile_where(where))
     return lambda meta: all(check(meta) for check in checks)
@@ -231,7 +238,7 @@ def _evaluate(node: ast.AST, fields: dict[str, Any]) -> Any:
 
 def stats(sources: Sequence[Any], *, progress: Progress = _no_progress, storage_options: dict | None = None) -> dict:
     """Episodes, frames, per-task counts and success rates, cameras and image sizes, bytes per part."""
-    paths = resolve_sources(list(sources), storage_options)
+    paths = resolve_sources(_listed(sources), storage_options)
     tasks: dict[str, dict[str, Any]] = {}
     cameras: dict[str, dict[str, Any]] = {}
     files, dims, fps, embodiments = [], set(), set(), dict[str, int]()
