@@ -127,6 +127,22 @@ def test_kdb_bag_over_http_and_s3(dask_client, http_server, s3_put, s3_options, 
     assert bag.map(_summary).compute() == expected
 
 
+def test_kdb_bag_of_one_path_and_its_arguments(samples):
+    # Before: kdb_bag("file.kdb") made a partition per letter of the path, episodes_per_partition=0 ended in
+    # "range() arg 3 must not be zero", -1 gave an empty bag, and storage_options="x" a message about
+    # dictionary update sequences.
+    path = samples("kdb/ours")
+    with kdb.open(path) as local:
+        count = len(local)
+    assert kdb_bag(str(path)).count().compute(scheduler="sync") == count
+    assert kdb_bag(path, episodes_per_partition=2).count().compute(scheduler="sync") == count
+    for wrong, error in ((0, ValueError), (-1, ValueError), (1.5, TypeError)):
+        with pytest.raises(error, match="episodes_per_partition must be"):
+            kdb_bag([path], episodes_per_partition=wrong)
+    with pytest.raises(TypeError, match="storage_options must be a dict"):
+        kdb_bag([path], storage_options="x")
+
+
 def test_validate_many_on_the_cluster(dask_client, http_server, s3_put, s3_options, samples):
     good = [http_server.put(f"many/{index}.kas", samples("kastore/ours").read_bytes()) for index in range(3)]
     broken_bytes = bytearray(samples("bloscpack/ours").read_bytes())

@@ -13,10 +13,12 @@ from typing import Any
 import numpy as np
 
 from .._optional import require
+from .._remote._settings import checked_options
 from .._sources import RemoteFile, is_url, resolve
 from ..dask import location_of, reach
 from ..kdb import Episode
 from ..kdb import open as open_file
+from ._arguments import whole_number
 
 __all__ = ["kdb_bag"]
 
@@ -36,7 +38,7 @@ def _episodes(location: str, options: dict, size: int | None, etag: str | None, 
 
 def kdb_bag(targets: Iterable[Any], storage_options: dict | None = None,
             episodes_per_partition: int | None = None) -> Any:
-    """A ``dask.bag`` of the episodes of many ``.kdb`` files (paths or URLs).
+    """A ``dask.bag`` of the episodes of many ``.kdb`` files (paths or URLs; one path alone is one file).
 
     One partition per file, or per ``episodes_per_partition`` episodes (then
     each file's header is read here to count them). Elements are ``kdb.Episode``
@@ -46,12 +48,17 @@ def kdb_bag(targets: Iterable[Any], storage_options: dict | None = None,
     import dask
     import dask.bag
 
+    options = checked_options(storage_options)
+    if episodes_per_partition is not None:
+        episodes_per_partition = whole_number("episodes_per_partition", episodes_per_partition, 1)
+    if isinstance(targets, (str, bytes, os.PathLike, RemoteFile)):  # one file, not a list of letters
+        targets = [targets]
     parts = []
     for target in targets:
         if episodes_per_partition is None:  # nothing to read here: the worker opens the file
             where = target.url if isinstance(target, RemoteFile) else (
                 target if is_url(target) else os.path.abspath(os.fspath(target)))
-            parts.append(dask.delayed(_episodes, pure=True)(where, dict(storage_options or {}), None, None, 0, None))
+            parts.append(dask.delayed(_episodes, pure=True)(where, options, None, None, 0, None))
             continue
         resolved = resolve(target, storage_options)
         location = location_of(resolved)
