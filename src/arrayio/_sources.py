@@ -8,6 +8,7 @@ publishes remote outputs.
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import shutil
 import tempfile
@@ -114,6 +115,12 @@ def expand_url_pattern(pattern: str, storage_options: dict | None = None) -> lis
     except Exception as error:  # noqa: BLE001 - botocore/gcsfs/aiohttp errors become one named error
         raise RemoteError(f"{pattern}: cannot list ({type(error).__name__}: {error})") from None
     return sorted(f"{chain}{scheme}://{match}" for match in matches)
+
+
+def target_list(targets: Any) -> list[Any]:
+    """Many targets as a list: a path, URL or ``RemoteFile`` given alone is one target (a string is not a
+    list of letters)."""
+    return [targets] if isinstance(targets, (str, bytes, os.PathLike, RemoteFile)) else list(targets)
 
 
 def resolve(target: Any, storage_options: dict | None = None) -> Any:

@@ -25,7 +25,8 @@ import numpy as np
 from . import limits
 from ._optional import require
 from ._registry import spec_of_file
-from ._sources import RemoteFile, is_url, resolve
+from ._remote._settings import checked_options
+from ._sources import RemoteFile, is_url, resolve, target_list
 from ._tree import Array, Group, tree_of
 from .errors import FormatError, Problem, UnsupportedError
 
@@ -288,5 +289,5 @@ def validate_many(targets: Iterable[Any], client: Any = None,
     Without a client a LocalCluster of worker processes is started for the
     call and closed after it.
     """
-    results = validate_checked(list(targets), client, storage_options)
+    results = validate_checked(target_list(targets), client, checked_options(storage_options) or None)
     return {target: problems for target, (_name, problems) in results.items()}

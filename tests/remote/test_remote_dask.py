@@ -155,6 +155,10 @@ def test_validate_many_on_the_cluster(dask_client, http_server, s3_put, s3_optio
     assert len(results[missing]) == 1 and "missing.kdb" in str(results[missing][0])
     on_s3 = s3_put("many/matrix.pycauset", samples("pycauset/reference").read_bytes())
     assert arrayio_dask.validate_many([on_s3], dask_client, storage_options=s3_options) == {on_s3: []}
+    # One URL alone is one file (it was validated letter by letter), and options must be a dict.
+    assert arrayio_dask.validate_many(good[0], dask_client) == {good[0]: []}
+    with pytest.raises(TypeError, match="storage_options must be a dict"):
+        arrayio_dask.validate_many([on_s3], dask_client, storage_options="anon=true")
 
 
 def test_cli_validate_on_a_dask_scheduler(dask_client, cli, http_server, samples):

@@ -14,7 +14,7 @@ import numpy as np
 
 from .._optional import require
 from .._remote._settings import checked_options
-from .._sources import RemoteFile, is_url, resolve
+from .._sources import RemoteFile, is_url, resolve, target_list
 from ..dask import location_of, reach
 from ..kdb import Episode
 from ..kdb import open as open_file
@@ -51,10 +51,8 @@ def kdb_bag(targets: Iterable[Any], storage_options: dict | None = None,
     options = checked_options(storage_options)
     if episodes_per_partition is not None:
         episodes_per_partition = whole_number("episodes_per_partition", episodes_per_partition, 1)
-    if isinstance(targets, (str, bytes, os.PathLike, RemoteFile)):  # one file, not a list of letters
-        targets = [targets]
     parts = []
-    for target in targets:
+    for target in target_list(targets):
         if episodes_per_partition is None:  # nothing to read here: the worker opens the file
             where = target.url if isinstance(target, RemoteFile) else (
                 target if is_url(target) else os.path.abspath(os.fspath(target)))

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from .._sources import target_list
 from ..kdb import HEADER_SIZE, INDEX_ENTRY, JPEG_MAGIC, EncodedImage, EpisodeMeta, KdbFile, Writer
 from ..kdb import open as open_file
 from ._arguments import whole_number
@@ -78,7 +79,7 @@ def merge(sources: Sequence[Any], target: Any, *, keep_ids: bool = False, progre
     Episode ids are renumbered 0, 1, ... unless ``keep_ids``, which needs them unique across the inputs.
     ``storage_options`` go to the remote sources (their listing and reading).
     """
-    paths = resolve_sources(_listed(sources), storage_options)
+    paths = resolve_sources(target_list(sources), storage_options)
     total, owners = 0, dict[int, str]()
     for path in paths:
         with open_shard(path, storage_options) as kdb:
@@ -99,11 +100,6 @@ def merge(sources: Sequence[Any], target: Any, *, keep_ids: bool = False, progre
                     done += 1
                     progress(done, total)
     return total
-
-
-def _listed(sources: Any) -> Any:
-    """``sources`` as resolve_sources takes them: one path (a string is not a list of letters) or a list."""
-    return sources if isinstance(sources, (str, bytes, os.PathLike)) else list(sources)
 
 
 def episode_filter(*, task: str | None = None, embodiment: str | None = None, success: str | None = None,
@@ -238,7 +234,7 @@ def _evaluate(node: ast.AST, fields: dict[str, Any]) -> Any:
 
 def stats(sources: Sequence[Any], *, progress: Progress = _no_progress, storage_options: dict | None = None) -> dict:
     """Episodes, frames, per-task counts and success rates, cameras and image sizes, bytes per part."""
-    paths = resolve_sources(_listed(sources), storage_options)
+    paths = resolve_sources(target_list(sources), storage_options)
     tasks: dict[str, dict[str, Any]] = {}
     cameras: dict[str, dict[str, Any]] = {}
     files, dims, fps, embodiments = [], set(), set(), dict[str, int]()
