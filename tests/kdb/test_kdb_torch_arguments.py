@@ -35,7 +35,7 @@ def test_integer_indices_of_every_kind_still_work(sample):
 
 
 def test_an_empty_batch_says_so(sample):
-    with pytest.raises(ValueError, match="at least one frame"):
+    with pytest.raises(ValueError, match=r"at least one index \(a frame\)"):
         FrameDataset(sample).__getitems__([])
 
 

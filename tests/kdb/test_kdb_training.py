@@ -370,3 +370,63 @@ def test_mixture_across_embodiments_pads_to_the_largest_with_dim_masks(tmp_path,
     unpadded = MixtureDataset([(small, 1.0), (large, 1.0)], seed=1, num_samples=16, pad_dims=False)
     with pytest.raises(ValueError, match="one batch needs one shape"):
         unpadded.__getitems__(list(range(16)))
+
+
+def write_camera(path, camera, height, width, episodes=2, frames=5):
+    """Episodes of one camera at its own image size, states marking (episode, frame)."""
+    with kdb.Writer(path) as writer:
+        for episode in range(episodes):
+            marks = np.stack([np.full(frames, episode), np.arange(frames)], 1).astype(np.float32)
+            writer.add_episode(marks, marks[:, :1], images={camera: gradient_frames(frames, height, width,
+                                                                                   shift=episode)})
+    return path
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_batch_per_dataset_mixes_cameras_and_image_sizes_that_cannot_share_a_batch(tmp_path, workers):
+    # Padding evens out state and action sizes, not images: robots with other cameras or image sizes could
+    # not be mixed at all ("a batch needs one image size per camera").
+    datasets = [FrameDataset(write_camera(tmp_path / "a.kdb", "front", 16, 24)),
+                FrameDataset(write_camera(tmp_path / "b.kdb", "front", 32, 32, frames=7)),
+                FrameDataset(write_camera(tmp_path / "c.kdb", "wrist", 8, 8))]
+    mixture = MixtureDataset([(datasets[0], 0.5), (datasets[1], 0.3), (datasets[2], 0.2)], seed=3, num_samples=40)
+    with pytest.raises(ValueError, match="one image size per camera|different keys"):
+        mixture.__getitems__(list(range(40)))
+    sampler = mixture.batch_sampler(6)
+    loader = torch.utils.data.DataLoader(mixture, batch_sampler=sampler, num_workers=workers, collate_fn=collate)
+    sources, inner = mixture.plan()
+    seen, per_dataset = [], np.zeros(3, int)
+    batches = list(loader)
+    assert len(batches) == len(sampler) == sum(-(-count // 6) for count in mixture.counts().tolist())
+    for batch, items in zip(batches, sampler.batches()):
+        number = int(batch["dataset"][0])
+        assert (batch["dataset"] == number).all() and (sources[items] == number).all()
+        camera = "wrist" if number == 2 else "front"
+        assert batch[f"image.{camera}"].shape[2:] == ((16, 24), (32, 32), (8, 8))[number]
+        for row, item in enumerate(items):
+            alone = datasets[number][int(inner[item])]
+            assert torch.equal(batch["state"][row], alone["state"])
+            assert torch.equal(batch[f"image.{camera}"][row], alone[f"image.{camera}"])
+        seen.extend(items)
+        per_dataset[number] += len(items)
+    assert sorted(seen) == list(range(40)) and per_dataset.tolist() == mixture.counts().tolist()
+    assert [int(b["dataset"][0]) for b in batches] != sorted(int(b["dataset"][0]) for b in batches)  # mixed order
+    dropped = mixture.batch_sampler(6, drop_last=True)
+    assert all(len(items) == 6 for items in dropped) and len(list(dropped)) == len(dropped)
+    first_epoch = sampler.batches()
+    mixture.set_epoch(1)  # a new draw, which the same sampler follows
+    assert sampler.batches() != first_epoch and sorted(sum(sampler.batches(), [])) == list(range(40))
+    with pytest.raises(ValueError, match="batch_size must be >= 1"):
+        mixture.batch_sampler(0)
+
+
+def test_mixture_items_must_be_integers_in_range(shards):
+    # Before: a float item was truncated, and an empty batch ended in IndexError from the mixture's own code.
+    mixture = MixtureDataset([(FrameDataset(shards), 1.0)], num_samples=8)
+    with pytest.raises(TypeError, match="a mixture item index must be an integer, got 1.5"):
+        mixture.__getitems__([0, 1.5])
+    with pytest.raises(ValueError, match=r"at least one index \(a mixture item\)"):
+        mixture.__getitems__([])
+    with pytest.raises(IndexError, match="outside 0..7"):
+        mixture.__getitems__([8])
+    assert int(mixture[-1]["index"]) == int(mixture[7]["index"])

@@ -80,15 +80,16 @@ def item_index(item: Any, what: str = "a frame") -> int:
     return number
 
 
-def frame_indices(items: Any) -> np.ndarray | None:
-    """Frame indices as a 1-d int64 array (None where one lies beyond int64: outside any dataset); TypeError
+def item_indices(items: Any, what: str = "a frame") -> np.ndarray | None:
+    """Indices (of ``what``) as a 1-d int64 array (None where one lies beyond int64: outside any dataset); TypeError
     for anything but integers, ValueError for none."""
     found = np.asarray(items).reshape(-1)
     if not len(found):
-        raise ValueError("kdb: a batch needs at least one frame index, got none")
+        raise ValueError(f"kdb: a batch needs at least one index ({what}), got none")
     if found.dtype.kind in "iu":
         return None if found.dtype.kind == "u" and int(found.max()) > _INT64_MAX else found.astype(np.int64, copy=False)
-    numbers = [item_index(item) for item in found.tolist()]  # the first non-integer raises
+    given = items if isinstance(items, (list, tuple)) else found.tolist()  # [0, 1.5]: names 1.5, not 0.0
+    numbers = [item_index(item, what) for item in given]  # the first non-integer raises
     return None if max(map(abs, numbers)) > _INT64_MAX else np.array(numbers, np.int64)
 
 

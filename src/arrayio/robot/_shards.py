@@ -29,7 +29,7 @@ from .._remote._settings import CLIENT_VARIABLE, checked_options
 from .._remote._shared import make_shared_folder, remove_shared_folder
 from .._sources import expand_url_pattern, is_remote, is_url_pattern
 from ..kdb import IMAGE_TABLE_DTYPE, NO_IMAGE, KdbFile
-from ._arguments import frame_indices, item_index
+from ._arguments import item_index, item_indices
 
 _GLOB_CHARACTERS = frozenset("*?[")
 # Parsed image records kept per process, in rows (48 bytes per camera each), and copied state/action
@@ -307,7 +307,7 @@ class ShardSet:
         total = self.num_frames
         if len(items) == 1:  # a plain __getitem__: Python's arithmetic costs a fifth of the array operations'
             return np.array([self.frame_number(items[0])], np.int64)
-        asked = frame_indices(items)
+        asked = item_indices(items)
         if asked is None:
             raise IndexError(self._outside(max(np.asarray(items).reshape(-1).tolist(), key=abs)))
         frames = np.where(asked < 0, asked + total, asked)

@@ -76,10 +76,10 @@ from .torch_batch import (
 )
 from .torch_blocks import lease
 from .torch_item import STEP_FIELDS, ItemPlan, one_item
-from .torch_mixture import MixtureDataset
+from .torch_mixture import BatchPerDataset, MixtureDataset
 
-__all__ = ["EpisodeDataset", "FrameDataset", "MixtureDataset", "ReadAheadBatch", "ReadAheadSampler", "collate",
-           "decode_batch", "plan_decode"]
+__all__ = ["BatchPerDataset", "EpisodeDataset", "FrameDataset", "MixtureDataset", "ReadAheadBatch", "ReadAheadSampler",
+           "collate", "decode_batch", "plan_decode"]
 
 DECODE_MODES = ("auto", "cpu", "none", "cuda")
 LOW_DIM_FIELDS = ("state", "action", "reward", "terminal")

@@ -4,21 +4,21 @@ proportion to weights, deterministic for a seed, with state/action sizes padded 
 from __future__ import annotations
 
 import copy as _copy
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 try:
     import torch
-    from torch.utils.data import Dataset
+    from torch.utils.data import Dataset, Sampler
     from torch.utils.data import default_collate as _default_collate
 except ModuleNotFoundError as error:  # say which extra installs it
     from .._optional import missing
 
     raise missing("torch", "arrayio.robot.torch_mixture") from error
 
-from ._arguments import finite_number, whole_number
+from ._arguments import finite_number, item_indices, whole_number
 from .torch_batch import PACKED_PARTS, Samples, pack
 
 
@@ -116,11 +116,16 @@ class MixtureDataset(Dataset):
     def __getitem__(self, item: int) -> dict[str, Any]:
         return self.__getitems__([item])[0]
 
+    def batch_sampler(self, batch_size: int, *, drop_last: bool = False, shuffle: bool = True) -> BatchPerDataset:
+        """A DataLoader ``batch_sampler`` whose batches each hold items of one dataset (see BatchPerDataset)."""
+        return BatchPerDataset(self, batch_size, drop_last=drop_last, shuffle=shuffle)
+
     def __getitems__(self, items: Sequence[int]) -> Samples:
         """A batch in one call: items grouped by dataset, each group fetched as one batch, put back in order."""
-        indices = np.asarray(items, np.int64).reshape(-1)
-        indices = np.where(indices < 0, indices + self.num_samples, indices)
-        if ((indices < 0) | (indices >= self.num_samples)).any():
+        indices = item_indices(items, "a mixture item")
+        if indices is not None:
+            indices = np.where(indices < 0, indices + self.num_samples, indices)
+        if indices is None or ((indices < 0) | (indices >= self.num_samples)).any():
             raise IndexError(f"kdb: mixture item outside 0..{self.num_samples - 1} in {list(items)[:8]}")
         sources, inner = self.plan()
         chosen = sources[indices]
@@ -149,6 +154,45 @@ class MixtureDataset(Dataset):
             batch["dataset"] = torch.full((len(members),), number, dtype=torch.int64)
             batches.append((members, batch))
         return Samples(_merge(batches, len(indices), packed), len(indices), sorted(packed))
+
+
+class BatchPerDataset(Sampler):
+    """Batches of a :class:`MixtureDataset` that each hold items of one dataset, for datasets whose items
+    cannot share a batch (other cameras or image sizes): ``DataLoader(mixture,
+    batch_sampler=mixture.batch_sampler(32))``. Every item of the mixture's epoch is in one batch (the last
+    batch of a dataset may be short, or left out with ``drop_last``); the batches come in an order shuffled
+    by (seed, epoch), so the datasets still mix over the epoch in proportion to their weights. Not sharded
+    across ranks."""
+
+    def __init__(self, mixture: MixtureDataset, batch_size: int, *, drop_last: bool = False,
+                 shuffle: bool = True) -> None:
+        self.mixture = mixture
+        self.batch_size = whole_number("batch_size", batch_size, 1)
+        self.drop_last = bool(drop_last)
+        self.shuffle = bool(shuffle)
+
+    def batches(self) -> list[list[int]]:
+        """This epoch's batches, in the order they are given."""
+        sources, _ = self.mixture.plan()
+        found = []
+        for number in range(len(self.mixture.datasets)):
+            members = np.flatnonzero(sources == number).tolist()  # in the plan's shuffled order
+            for start in range(0, len(members), self.batch_size):
+                batch = members[start:start + self.batch_size]
+                if len(batch) == self.batch_size or not self.drop_last:
+                    found.append(batch)
+        if self.shuffle:
+            order = np.random.default_rng([self.mixture.seed, self.mixture.epoch, 1]).permutation(len(found))
+            found = [found[position] for position in order.tolist()]
+        return found
+
+    def __iter__(self) -> Iterator[list[int]]:
+        return iter(self.batches())
+
+    def __len__(self) -> int:
+        counts = self.mixture.counts()
+        whole = counts // self.batch_size
+        return int(whole.sum() if self.drop_last else (whole + (counts % self.batch_size > 0)).sum())
 
 
 def _merge(parts: list[tuple[np.ndarray, dict[str, Any]]], size: int, packed: set[str]) -> dict[str, Any]:
