@@ -11,11 +11,11 @@ import time
 import numpy as np
 import pytest
 from kdb_cases import write_sample
-from test_kdb_training import _cuda_and_torchvision, write_shard
+from test_kdb_training import _cuda_and_torchvision, write_camera, write_shard
 
 torch = pytest.importorskip("torch")
 
-from arrayio.robot.torch import FrameDataset, collate, plan_decode  # noqa: E402
+from arrayio.robot.torch import FrameDataset, MixtureDataset, collate, plan_decode  # noqa: E402
 from arrayio.robot.torch_loader import GpuLoader, choose_decode, nvjpeg_images_per_second  # noqa: E402
 
 
@@ -329,3 +329,39 @@ def test_the_compiled_decode_cuts_decodes_and_stacks_each_group_of_cameras(tmp_p
     assert lines[:2] == ["compiled True", "shapes [(5, 3, 8, 12), (4, 3, 4, 4), (0,)]"]
     assert all(float(line.split()[1]) < 8 for line in lines[2:4]) and len(lines) == 5  # JPEG at quality 95
     assert lines[4] == "floats ['torch.float32', 'torch.float32', 'torch.float32'] True"
+
+
+@pytest.mark.parametrize("decode", ["cpu", "gpu"])
+def test_a_mixture_under_the_loader_follows_set_epoch_and_batches_per_dataset(tmp_path, decode):
+    # Before: GpuLoader loaded a copy of the mixture, so set_epoch on the user's mixture drew nothing new
+    # (every epoch the same items); and a batch_sampler could not be given (batch_size went along with it).
+    datasets = [FrameDataset(write_camera(tmp_path / "a.kdb", "front", 16, 24)),
+                FrameDataset(write_camera(tmp_path / "b.kdb", "front", 32, 32))]
+    mixture = MixtureDataset([(datasets[0], 1.0), (datasets[1], 1.0)], seed=0, num_samples=12)
+    loader = GpuLoader(mixture, device="cpu", decode=decode, batch_sampler=mixture.batch_sampler(4), num_workers=1)
+    assert loader.batch_size == 4 and "batch_size=4" in repr(loader)
+    epochs = []
+    for epoch in range(2):
+        mixture.set_epoch(epoch)
+        batches = list(loader)
+        assert len(batches) == len(loader)
+        sources, inner = mixture.plan()
+        for batch, items in zip(batches, mixture.batch_sampler(4).batches()):
+            number = int(batch["dataset"][0])
+            assert batch["image.front"].shape[2:] == ((16, 24), (32, 32))[number]
+            assert batch["state"].tolist() == [datasets[number][int(inner[item])]["state"].tolist() for item in items]
+        epochs.append([batch["state"].tolist() for batch in batches])
+    assert epochs[0] != epochs[1]
+
+
+def test_set_epoch_on_the_mixture_reaches_the_loader(shards):
+    # Before: every epoch of a GpuLoader over a mixture gave the first epoch's items.
+    mixture = MixtureDataset([(FrameDataset(shards[:1]), 1.0), (FrameDataset(shards[1:]), 1.0)], num_samples=12)
+    loader = GpuLoader(mixture, batch_size=12, device="cpu", decode="cpu")
+    drawn = []
+    for epoch in range(2):
+        mixture.set_epoch(epoch)
+        drawn.append(next(iter(loader))["index"].tolist())
+        sources, inner = mixture.plan()
+        assert drawn[-1] == [int(mixture.datasets[source][int(item)]["index"]) for source, item in zip(sources, inner)]
+    assert drawn[0] != drawn[1]

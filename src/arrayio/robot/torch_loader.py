@@ -378,7 +378,8 @@ class GpuLoader:
     """Decoded batches on ``device`` from a DataLoader over ``dataset``, the next ones staged meanwhile.
 
     ``dataset`` is a FrameDataset or a MixtureDataset of them; ``batch_size``,
-    ``num_workers``, ``shuffle``, ``sampler``, ``drop_last`` and any other
+    ``num_workers``, ``shuffle``, ``sampler``, ``drop_last``, ``batch_sampler`` (such as
+    ``mixture.batch_sampler(B)``, whose batch size is then the one) and any other
     keyword go to the DataLoader (its ``collate_fn`` is :func:`collate`).
     ``decode``: "auto" (measure and model, see :func:`choose_decode`), "cpu"
     (the workers decode) or "gpu" (the device decodes packed bytes).
@@ -409,7 +410,8 @@ class GpuLoader:
         if decode not in DECODE_CHOICES:
             raise ValueError(f"kdb: decode must be one of {DECODE_CHOICES}, got {decode!r}")
         check_image_format(image_format)
-        batch_size = whole_number("batch_size", batch_size, 1)
+        batch_sampler = loader_options.pop("batch_sampler", None)  # its batch size, if it has one, is the one
+        self.batch_size = whole_number("batch_size", getattr(batch_sampler, "batch_size", batch_size), 1)
         self.prefetch = whole_number("prefetch", prefetch, 1)
         self.switch_interval_s = None if switch_interval_s is None else \
             finite_number("switch_interval_s", switch_interval_s, positive=True)
@@ -420,7 +422,7 @@ class GpuLoader:
         self.image_format = image_format
         if decode == "auto":
             self.choice = measure_choice(dataset, self.ops, workers=self.num_workers, cores=self.cores,
-                                         image_format=image_format, batch_size=batch_size)
+                                         image_format=image_format, batch_size=self.batch_size)
         else:
             self.choice = DecodeChoice(decode, 0.0, None, "asked for")
         self.decode = self.choice.mode
@@ -431,7 +433,8 @@ class GpuLoader:
         self.dataset = dataset.with_decode("none" if self.decode == "gpu" else "cpu", image_format=worker_format,
                                            reuse_shared_memory=True if self.ops.copies else None)
         LOG.info("GpuLoader on %s with %d worker(s): %s", self.device, self.num_workers, self.choice)
-        self.loader = DataLoader(self.dataset, batch_size=batch_size, num_workers=num_workers, collate_fn=collate,
+        batching = {"batch_size": self.batch_size} if batch_sampler is None else {"batch_sampler": batch_sampler}
+        self.loader = DataLoader(self.dataset, num_workers=num_workers, collate_fn=collate, **batching,
                                  **loader_options)
         if getattr(getattr(dataset, "shards", None), "remote", False):  # each process reads its next batch ahead
             options = {key: value for key, value in loader_options.items()
@@ -443,7 +446,7 @@ class GpuLoader:
         self._slots = [_PinnedSlot(self.ops) for _ in range(SLOTS)]
 
     def __repr__(self) -> str:
-        return (f"GpuLoader(device={str(self.device)!r}, batch_size={self.loader.batch_size}, "
+        return (f"GpuLoader(device={str(self.device)!r}, batch_size={self.batch_size}, "
                 f"num_workers={self.num_workers}, decode={self.decode!r}: {self.choice})")
 
     def __len__(self) -> int:

@@ -62,10 +62,11 @@ class MixtureDataset(Dataset):
                 raise ValueError(f"kdb: mixture dataset {number} is empty but has weight {weights[number]}")
         self.weights = weights / weights.sum()
         self.seed = whole_number("seed", seed, 0)
-        self.epoch = 0
+        # The epoch and its drawn plan, one object shared with the copies with_decode makes (GpuLoader's):
+        # set_epoch on the mixture a user holds reaches the copy that is loaded.
+        self._draw = _Draw()
         self.num_samples = sum(len(dataset) for dataset in self.datasets) if num_samples is None \
             else whole_number("num_samples", num_samples, 0)
-        self._plan: tuple[np.ndarray, np.ndarray] | None = None
         self._one_kind: bool | None = None
         self.pad_to = _padded_dims(self.datasets) if pad_dims else None
 
@@ -76,12 +77,18 @@ class MixtureDataset(Dataset):
         copy.datasets = [dataset.with_decode(decode, image_format, reuse_shared_memory=reuse_shared_memory)
                          if hasattr(dataset, "with_decode") else dataset for dataset in self.datasets]
         copy._one_kind = None
+        copy._draw = self._draw  # copy.copy goes through __getstate__, which gives a process its own
         return copy
+
+    @property
+    def epoch(self) -> int:
+        """The epoch whose mixture is drawn (see :meth:`set_epoch`)."""
+        return self._draw.epoch
 
     def set_epoch(self, epoch: int) -> None:
         """Draw a new mixture for ``epoch`` (as DistributedSampler.set_epoch does for its order)."""
-        self.epoch = int(epoch)
-        self._plan = None
+        self._draw.epoch = whole_number("epoch", epoch, 0)
+        self._draw.plan = None
 
     def __len__(self) -> int:
         return self.num_samples
@@ -96,7 +103,7 @@ class MixtureDataset(Dataset):
 
     def plan(self) -> tuple[np.ndarray, np.ndarray]:
         """(dataset number, item within it) of every item, from seed and epoch alone."""
-        if self._plan is None:
+        if self._draw.plan is None:
             rng = np.random.default_rng([self.seed, self.epoch])
             counts = self.counts()
             sources = np.repeat(np.arange(len(counts), dtype=np.int16 if len(counts) < 2**15 else np.int64), counts)
@@ -105,12 +112,12 @@ class MixtureDataset(Dataset):
             for number, count in enumerate(counts.tolist()):
                 if count:
                     inner[sources == number] = rng.integers(0, len(self.datasets[number]), count)
-            self._plan = (sources, inner)
-        return self._plan
+            self._draw.plan = (sources, inner)
+        return self._draw.plan
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
-        state["_plan"] = None
+        state["_draw"] = _Draw(self.epoch)  # a process draws its own plan (10 bytes an item)
         return state
 
     def __getitem__(self, item: int) -> dict[str, Any]:
@@ -154,6 +161,14 @@ class MixtureDataset(Dataset):
             batch["dataset"] = torch.full((len(members),), number, dtype=torch.int64)
             batches.append((members, batch))
         return Samples(_merge(batches, len(indices), packed), len(indices), sorted(packed))
+
+
+class _Draw:
+    """A mixture's epoch and the plan drawn for it (None until asked for)."""
+
+    def __init__(self, epoch: int = 0) -> None:
+        self.epoch = epoch
+        self.plan: tuple[np.ndarray, np.ndarray] | None = None
 
 
 class BatchPerDataset(Sampler):
