@@ -430,3 +430,19 @@ def test_mixture_items_must_be_integers_in_range(shards):
     with pytest.raises(IndexError, match="outside 0..7"):
         mixture.__getitems__([8])
     assert int(mixture[-1]["index"]) == int(mixture[7]["index"])
+
+
+def test_set_epoch_reaches_workers_kept_across_epochs(shards):
+    # Before: with persistent_workers=True the workers kept the mixture they were started with, so every
+    # epoch gave the first epoch's items while mixture.plan() in the main process said otherwise.
+    mixture = MixtureDataset([(FrameDataset(shards[:1]), 1.0), (FrameDataset(shards[1:]), 1.0)], num_samples=12)
+    loader = torch.utils.data.DataLoader(mixture, batch_size=12, num_workers=2, persistent_workers=True,
+                                         collate_fn=collate)
+    drawn = []
+    for epoch in range(3):
+        mixture.set_epoch(epoch)
+        drawn.append(next(iter(loader))["index"].tolist())
+        sources, inner = mixture.plan()
+        assert drawn[-1] == [int(mixture.datasets[source][int(item)]["index"]) for source, item in zip(sources, inner)]
+    assert len({tuple(items) for items in drawn}) == 3
+    assert pickle.loads(pickle.dumps(mixture)).plan()[1].tolist() == mixture.plan()[1].tolist()

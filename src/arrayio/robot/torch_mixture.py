@@ -32,7 +32,8 @@ class MixtureDataset(Dataset):
     a uniformly drawn item of it. So any sampler works: a plain or shuffled
     DataLoader, workers, and ``DistributedSampler`` sharding across ranks all
     see one consistent mixture. Call :meth:`set_epoch` (before creating the
-    DataLoader iterator) for a fresh draw each epoch. Items carry ``dataset``,
+    DataLoader iterator) for a fresh draw each epoch; workers kept across
+    epochs see it too (the epoch is in shared memory). Items carry ``dataset``,
     the number of the dataset they came from; datasets must give the same keys.
     FrameDatasets with the same options are fetched into one batch directly;
     other datasets batch by batch, then merged back into item order.
@@ -88,7 +89,6 @@ class MixtureDataset(Dataset):
     def set_epoch(self, epoch: int) -> None:
         """Draw a new mixture for ``epoch`` (as DistributedSampler.set_epoch does for its order)."""
         self._draw.epoch = whole_number("epoch", epoch, 0)
-        self._draw.plan = None
 
     def __len__(self) -> int:
         return self.num_samples
@@ -103,8 +103,10 @@ class MixtureDataset(Dataset):
 
     def plan(self) -> tuple[np.ndarray, np.ndarray]:
         """(dataset number, item within it) of every item, from seed and epoch alone."""
-        if self._draw.plan is None:
-            rng = np.random.default_rng([self.seed, self.epoch])
+        draw = self._draw
+        epoch = draw.epoch
+        if draw.plan is None or draw.plan_epoch != epoch:
+            rng = np.random.default_rng([self.seed, epoch])
             counts = self.counts()
             sources = np.repeat(np.arange(len(counts), dtype=np.int16 if len(counts) < 2**15 else np.int64), counts)
             rng.shuffle(sources)
@@ -112,12 +114,12 @@ class MixtureDataset(Dataset):
             for number, count in enumerate(counts.tolist()):
                 if count:
                     inner[sources == number] = rng.integers(0, len(self.datasets[number]), count)
-            self._draw.plan = (sources, inner)
-        return self._draw.plan
+            draw.plan, draw.plan_epoch = (sources, inner), epoch
+        return draw.plan
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
-        state["_draw"] = _Draw(self.epoch)  # a process draws its own plan (10 bytes an item)
+        state["_draw"] = _Draw(self._draw.shared)  # one epoch for all; each process draws its own plan
         return state
 
     def __getitem__(self, item: int) -> dict[str, Any]:
@@ -164,11 +166,22 @@ class MixtureDataset(Dataset):
 
 
 class _Draw:
-    """A mixture's epoch and the plan drawn for it (None until asked for)."""
+    """A mixture's epoch, in shared memory, and the plan this process drew for it: DataLoader workers kept
+    across epochs (``persistent_workers=True``) see ``set_epoch`` of the main process and draw again."""
 
-    def __init__(self, epoch: int = 0) -> None:
-        self.epoch = epoch
+    def __init__(self, shared: torch.Tensor | None = None) -> None:
+        self.shared = torch.zeros(1, dtype=torch.int64).share_memory_() if shared is None else shared
         self.plan: tuple[np.ndarray, np.ndarray] | None = None
+        self.plan_epoch = -1
+
+    @property
+    def epoch(self) -> int:
+        """The epoch set last, by this process or the one that made the mixture."""
+        return int(self.shared[0])
+
+    @epoch.setter
+    def epoch(self, epoch: int) -> None:
+        self.shared[0] = epoch
 
 
 class BatchPerDataset(Sampler):
