@@ -117,3 +117,19 @@ def test_a_mixture_names_the_entry_it_cannot_take(sample):
     with pytest.raises(ValueError, match="seed must be >= 0"):
         MixtureDataset([(dataset, 1)], seed=-1)
     assert len(MixtureDataset([(dataset, np.float32(1))], num_samples=np.int64(5))) == 5
+
+
+def test_decode_batch_and_the_read_ahead_sampler_name_what_they_cannot_take(sample):
+    # Before: torch's "Expected one of cpu, cuda, ... device type at start of device string: bogus" with no
+    # word of kdb, and workers=2.5 silently taken as 2.
+    from arrayio.robot.torch import ReadAheadSampler, collate, decode_batch
+
+    batch = collate(FrameDataset(sample, decode="none").__getitems__([0, 1]))
+    with pytest.raises(ValueError, match="kdb: device 'bogus' is not a torch device"):
+        decode_batch(batch, device="bogus")
+    batches = torch.utils.data.BatchSampler(range(4), 2, drop_last=False)
+    with pytest.raises(TypeError, match="workers must be a whole number"):
+        ReadAheadSampler(batches, 2.5)
+    with pytest.raises(ValueError, match="workers must be >= 0"):
+        ReadAheadSampler(batches, -1)
+    assert [list(items) for items in ReadAheadSampler(batches, 0)] == [[0, 1], [2, 3]]

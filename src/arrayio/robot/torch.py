@@ -64,6 +64,7 @@ from .torch_batch import (
     ReadAheadBatch,
     ReadAheadSampler,
     Samples,
+    as_device,
     batch_tensor,
     channels_first,
     check_image_format,
@@ -574,7 +575,7 @@ def plan_decode(batch: Mapping[str, Any], device: Any = "cpu", *, image_format: 
     the returned function is called (a loader checks batch n + 1 while nvJPEG decodes batch n).
     ``copies_now`` starts the other tensors' copies now, on the current stream, leaving the decode alone."""
     check_image_format(image_format)
-    target = torch.device(device)
+    target = as_device(device)
     if target.type == "cuda" and not torch.cuda.is_available():
         if not fallback:
             raise ValueError(f"kdb: cannot decode on {target}: CUDA is not available (pass fallback=True to "

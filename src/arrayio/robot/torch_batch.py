@@ -21,6 +21,7 @@ except ModuleNotFoundError as error:  # say which extra installs it
 
     raise missing("torch", "arrayio.robot.torch_batch") from error
 
+from ._arguments import whole_number
 from .torch_blocks import shared_blocks
 
 IMAGE_FORMATS = ("float", "uint8")
@@ -33,6 +34,14 @@ def check_image_format(image_format: str) -> None:
     """ValueError unless ``image_format`` is one of IMAGE_FORMATS."""
     if image_format not in IMAGE_FORMATS:
         raise ValueError(f"kdb: image_format must be one of {IMAGE_FORMATS}, got {image_format!r}")
+
+
+def as_device(device: Any) -> torch.device:
+    """``device`` ("cpu", "cuda:1", a torch.device) as a torch.device; ValueError naming it otherwise."""
+    try:
+        return torch.device(device)
+    except (RuntimeError, TypeError) as error:
+        raise ValueError(f"kdb: device {device!r} is not a torch device ({error})") from None
 
 
 def batch_tensor(shape: tuple[int, ...], dtype: torch.dtype, *, reuse: bool = False) -> torch.Tensor:
@@ -254,7 +263,7 @@ class ReadAheadSampler(torch.utils.data.Sampler):
 
     def __init__(self, batch_sampler: Any, workers: int) -> None:
         self.batch_sampler = batch_sampler
-        self.span = max(int(workers), 1)
+        self.span = max(whole_number("workers", workers, 0), 1)
 
     def __iter__(self) -> Any:
         waiting: list[ReadAheadBatch] = []

@@ -45,7 +45,7 @@ except ModuleNotFoundError as error:  # say which extra installs it
 
 from ._arguments import finite_number, whole_number
 from .torch import plan_decode
-from .torch_batch import SCALE, ReadAheadSampler, check_image_format, collate, packed_cameras
+from .torch_batch import SCALE, ReadAheadSampler, as_device, check_image_format, collate, packed_cameras
 
 __all__ = ["DecodeChoice", "GpuLoader", "choose_decode"]
 
@@ -196,10 +196,7 @@ def device_ops(device: Any) -> DeviceOps:
     """The DeviceOps of ``device``: "cpu", "cuda[:n]", a torch.device, or an object that already is one."""
     if hasattr(device, "side_stream") and hasattr(device, "plan"):
         return device
-    try:
-        target = torch.device(device)
-    except (RuntimeError, TypeError) as error:
-        raise ValueError(f"kdb: GpuLoader's device {device!r} is not a torch device ({error})") from None
+    target = as_device(device)
     if target.type == "cuda":
         if not torch.cuda.is_available():
             raise ValueError(f"kdb: cannot load onto {target}: CUDA is not available")
