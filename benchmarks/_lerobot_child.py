@@ -102,21 +102,26 @@ def read(folder: Path, backend: str, samples: int, batches: int, batch: int, wor
 
 def dump(folder: Path, backend: str, out: Path) -> None:
     """Every item of the dataset in ``folder`` as LeRobotDataset gives it (``backend``: its video backend,
-    "(images)" for a dataset without videos), saved to ``out`` (.npz; images as uint8 H x W x C)."""
+    "(images)" for a dataset without videos), saved to ``out`` (.npz; each camera's images as uint8
+    H x W x C in ``images_<camera>``)."""
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
     options = {} if backend == "(images)" else {"video_backend": backend}
     dataset = LeRobotDataset("arrayio/export", root=folder, **options)
     names = ["observation.state", "action", "timestamp", "episode_index", "frame_index", "index", "next.reward"]
+    cameras = [key for key in dataset.meta.features if key.startswith("observation.images.")]
     columns: dict[str, list] = {name: [] for name in names}
-    images, tasks = [], []
+    images: dict[str, list] = {key: [] for key in cameras}
+    tasks = []
     for item in range(len(dataset)):
         found = dataset[item]
         for name in names:
             columns[name].append(np.asarray(found[name]))
-        images.append(np.round(np.asarray(found[CAMERA]).transpose(1, 2, 0) * 255).astype(np.uint8))
+        for key in cameras:
+            images[key].append(np.round(np.asarray(found[key]).transpose(1, 2, 0) * 255).astype(np.uint8))
         tasks.append(found["task"])
-    np.savez(out, images=np.stack(images), tasks=np.array(tasks),
+    np.savez(out, tasks=np.array(tasks), **{f"images_{key.rsplit('.', 1)[-1]}": np.stack(value)
+                                           for key, value in images.items()},
              **{name.replace(".", "_"): np.stack(values) for name, values in columns.items()})
 
 

@@ -1,7 +1,8 @@
 """``export-lerobot`` read back by ``lerobot`` itself (issue 21, item 6), for benchmarks/lerobot_vs_kdb.py:
-episodes of different lengths cut from the benchmark's .kdb file are exported (AV1, H.264 and PNG), each
-export is loaded with ``LeRobotDataset`` in the lerobot venv (``_lerobot_child.py dump``: every item, with
-each video backend), and every item is compared with its source frame."""
+episodes of different lengths cut from the benchmark's .kdb file, with a second camera of another size (a
+half-size "wrist" view of the first), are exported (AV1, H.264 and PNG), each export is loaded with
+``LeRobotDataset`` in the lerobot venv (``_lerobot_child.py dump``: every item, with each video backend),
+and every item of every camera is compared with its source frame."""
 
 from __future__ import annotations
 
@@ -27,18 +28,19 @@ def source_episodes(path: Path, folder: Path, frames_available: int) -> tuple[Pa
     cut = folder / "export-source.kdb"
     lengths = [min(length, frames_available) for length in LENGTHS]
     parts: dict[str, list] = {name: [] for name in ("state", "action", "reward", "episode", "frame", "task",
-                                                   "image")}
+                                                   "images_front", "images_wrist")}
     with kdb.open(path) as source, kdb.Writer(cut) as writer:
         lengths = lengths[:len(source)]
         for position, length in enumerate(lengths):
             episode = source.read_episode(position)
-            camera = episode.images.cameras[0]
+            front = np.asarray(episode.images[episode.images.cameras[0]])[:length]
             values = {"state": np.asarray(episode.states)[:length], "action": np.asarray(episode.actions)[:length],
-                      "reward": np.asarray(episode.rewards)[:length],
-                      "image": np.asarray(episode.images[camera])[:length]}
+                      "reward": np.asarray(episode.rewards)[:length], "images_front": front,
+                      "images_wrist": np.ascontiguousarray(front[:, ::2, ::2][:, :front.shape[1] // 4 * 2,
+                                                                               :front.shape[2] // 4 * 2])}
             writer.add_episode(values["state"], values["action"], rewards=values["reward"],
-                               images={camera: values["image"]}, embodiment=episode.meta.embodiment,
-                               task=episode.meta.task, fps=episode.meta.fps)
+                               images={"front": values["images_front"], "wrist": values["images_wrist"]},
+                               embodiment=episode.meta.embodiment, task=episode.meta.task, fps=episode.meta.fps)
             values.update(episode=np.full(length, position), frame=np.arange(length),
                           task=np.array([episode.meta.task] * length))
             for name, value in values.items():
@@ -51,8 +53,9 @@ def source_episodes(path: Path, folder: Path, frames_available: int) -> tuple[Pa
 
 def compare(found: Mapping[str, np.ndarray], expected: Mapping[str, np.ndarray], exact: bool) -> dict:
     """How LeRobotDataset's items (``found``, as ``_lerobot_child.py dump`` writes them) match ``expected``:
-    the columns that differ, each frame's mean absolute error against its own source frame, and how many
-    frames lie closer to another frame of their episode than to their own (a misplaced frame)."""
+    the columns that differ, each frame's mean absolute error against its own source frame (every camera,
+    ``images_<camera>``), and how many frames lie closer to another frame of their episode than to their
+    own (a misplaced frame)."""
     columns = {"observation_state": "state", "action": "action", "next_reward": "reward",
                "episode_index": "episode", "frame_index": "frame", "tasks": "task"}
     differ = [name for name, mine in columns.items()
@@ -62,17 +65,18 @@ def compare(found: Mapping[str, np.ndarray], expected: Mapping[str, np.ndarray],
     if found["timestamp"].shape != expected["timestamp"].shape or \
             not np.allclose(found["timestamp"], expected["timestamp"], atol=1e-6):
         differ.append("timestamp")
-    images, sources = found["images"].astype(np.int16), expected["image"].astype(np.int16)
     errors, misplaced = [], 0
-    if images.shape != sources.shape:
-        return {"differ": [*differ, "images"], "mean_error": None, "max_error": None, "misplaced": None,
-                "ok": False}
-    for item in range(len(images)):
-        own_episode = np.flatnonzero(expected["episode"] == expected["episode"][item])
-        distances = np.abs(sources[own_episode] - images[item]).reshape(len(own_episode), -1).mean(1)
-        own = distances[expected["frame"][item]]
-        errors.append(float(own))
-        misplaced += int(distances.min() < own)
+    for camera in sorted(key for key in expected if key.startswith("images_")):
+        if camera not in found or found[camera].shape != expected[camera].shape:
+            return {"differ": [*differ, camera], "mean_error": None, "max_error": None, "misplaced": None,
+                    "ok": False}
+        images, sources = found[camera].astype(np.int16), expected[camera].astype(np.int16)
+        for item in range(len(images)):
+            own_episode = np.flatnonzero(expected["episode"] == expected["episode"][item])
+            distances = np.abs(sources[own_episode] - images[item]).reshape(len(own_episode), -1).mean(1)
+            own = distances[expected["frame"][item]]
+            errors.append(float(own))
+            misplaced += int(distances.min() < own)
     worst = max(errors)
     ok = not differ and not misplaced and (worst == 0 if exact else worst < VIDEO_ERROR)
     return {"differ": differ, "mean_error": float(np.mean(errors)), "max_error": worst, "misplaced": misplaced,

@@ -119,18 +119,21 @@ def test_the_export_check_finds_a_misplaced_frame_and_a_changed_column():
     frames = np.array([0, 1, 2, 0, 1])
     expected = {"state": rng.random((5, 3), np.float32), "action": rng.random((5, 2), np.float32),
                 "reward": np.zeros(5, np.float32), "episode": np.array([0, 0, 0, 1, 1]), "frame": frames,
-                "task": np.array(["a"] * 3 + ["b"] * 2), "image": rng.integers(0, 256, (5, 4, 4, 3), np.uint8),
+                "task": np.array(["a"] * 3 + ["b"] * 2), "images_front": rng.integers(0, 256, (5, 4, 4, 3), np.uint8),
+                "images_wrist": rng.integers(0, 256, (5, 2, 2, 3), np.uint8),
                 "timestamp": frames / 10}
     found = {"observation_state": expected["state"], "action": expected["action"],
              "next_reward": expected["reward"], "episode_index": expected["episode"], "frame_index": frames,
              "tasks": expected["task"], "index": np.arange(5), "timestamp": (frames / 10).astype(np.float32),
-             "images": expected["image"].copy()}
+             "images_front": expected["images_front"].copy(), "images_wrist": expected["images_wrist"].copy()}
     assert check.compare(found, expected, exact=True) == {"differ": [], "mean_error": 0.0, "max_error": 0.0,
                                                           "misplaced": 0, "ok": True}
-    noisy = dict(found, images=np.clip(expected["image"].astype(int) + 2, 0, 255).astype(np.uint8))
+    noisy = dict(found, images_front=np.clip(expected["images_front"].astype(int) + 2, 0, 255).astype(np.uint8))
     assert check.compare(noisy, expected, exact=False)["ok"] and not check.compare(noisy, expected, exact=True)["ok"]
-    swapped = dict(found, images=expected["image"][[1, 0, 2, 3, 4]])  # frames 0 and 1 of episode 0 trade places
+    swapped = dict(found, images_wrist=expected["images_wrist"][[1, 0, 2, 3, 4]])  # frames 0, 1 trade places
     result = check.compare(swapped, expected, exact=False)
     assert result["misplaced"] == 2 and not result["ok"]
     shifted = dict(found, timestamp=found["timestamp"] + 0.1, episode_index=np.zeros(5, int))
     assert check.compare(shifted, expected, exact=False)["differ"] == ["episode_index", "timestamp"]
+    assert check.compare(dict(found, images_wrist=found["images_front"]), expected, exact=False)["differ"] == [
+        "images_wrist"]
