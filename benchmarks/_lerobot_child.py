@@ -1,7 +1,8 @@
 """The LeRobot side of benchmarks/lerobot_vs_kdb.py, run by the Python of lerobot's own venv
 (lerobot 0.6 needs Python 3.12; arrayio is not imported here).
 
-    python _lerobot_child.py write FOLDER --episodes 20 --frames 150 --size 224 --fps 30
+    python _lerobot_child.py write FOLDER --episodes 20 --frames 150 --size 224 --fps 30 [--lengths 37,60,23]
+        [--wrist 48]
     python _lerobot_child.py read FOLDER --backend pyav --samples 300 --batches 12 --batch 32 --workers 2 \
         [--device cuda] [--warmup 1]
     python _lerobot_child.py dump FOLDER --backend pyav --out ITEMS.npz
@@ -23,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 CAMERA = "observation.images.front"
+WRIST = "observation.images.wrist"
 STATE_DIM, ACTION_DIM = 14, 7
 
 
@@ -37,7 +39,8 @@ def frame_pixels(size: int, episode: int, frame: int) -> np.ndarray:
     return np.clip(picture, 0, 255).astype(np.uint8)
 
 
-def write(folder: Path, episodes: int, frames: int, size: int, fps: int) -> None:
+def write(folder: Path, lengths: list[int], size: int, fps: int, wrist: int = 0) -> None:
+    """Episodes of ``lengths`` frames with lerobot's own writer; ``wrist``: a second camera of that size."""
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
     features = {
@@ -45,13 +48,18 @@ def write(folder: Path, episodes: int, frames: int, size: int, fps: int) -> None
         "action": {"dtype": "float32", "shape": (ACTION_DIM,), "names": None},
         CAMERA: {"dtype": "video", "shape": (size, size, 3), "names": ["height", "width", "channels"]},
     }
+    if wrist:
+        features[WRIST] = {"dtype": "video", "shape": (wrist, wrist, 3), "names": ["height", "width", "channels"]}
     dataset = LeRobotDataset.create("arrayio/bench", fps=fps, features=features, root=folder, use_videos=True)
     rng = np.random.default_rng(0)
-    for episode in range(episodes):
+    for episode, frames in enumerate(lengths):
         for frame in range(frames):
-            dataset.add_frame({"observation.state": rng.random(STATE_DIM, dtype=np.float32),
-                               "action": rng.random(ACTION_DIM, dtype=np.float32),
-                               CAMERA: frame_pixels(size, episode, frame), "task": f"task {episode % 3}"})
+            values = {"observation.state": rng.random(STATE_DIM, dtype=np.float32),
+                      "action": rng.random(ACTION_DIM, dtype=np.float32),
+                      CAMERA: frame_pixels(size, episode, frame), "task": f"task {episode % 3}"}
+            if wrist:
+                values[WRIST] = frame_pixels(wrist, episode + 7, frame)
+            dataset.add_frame(values)
         dataset.save_episode()
     dataset.finalize()
 
@@ -108,7 +116,8 @@ def dump(folder: Path, backend: str, out: Path) -> None:
 
     options = {} if backend == "(images)" else {"video_backend": backend}
     dataset = LeRobotDataset("arrayio/export", root=folder, **options)
-    names = ["observation.state", "action", "timestamp", "episode_index", "frame_index", "index", "next.reward"]
+    names = [name for name in ("observation.state", "action", "timestamp", "episode_index", "frame_index",
+                               "index", "next.reward") if name in dataset.meta.features]
     cameras = [key for key in dataset.meta.features if key.startswith("observation.images.")]
     columns: dict[str, list] = {name: [] for name in names}
     images: dict[str, list] = {key: [] for key in cameras}
@@ -141,9 +150,14 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--out", type=Path, help="dump: the .npz written")
+    parser.add_argument("--lengths", default="", help="write: frames of each episode (L1,L2,...) instead of "
+                        "--episodes x --frames")
+    parser.add_argument("--wrist", type=int, default=0, help="write: add a WRIST x WRIST second camera")
     args = parser.parse_args()
     if args.command == "write":
-        write(args.folder, args.episodes, args.frames, args.size, args.fps)
+        lengths = [int(length) for length in args.lengths.split(",")] if args.lengths else \
+            [args.frames] * args.episodes
+        write(args.folder, lengths, args.size, args.fps, args.wrist)
     elif args.command == "dump":
         dump(args.folder, args.backend, args.out)
     else:

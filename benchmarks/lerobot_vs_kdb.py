@@ -32,6 +32,7 @@ it load.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import subprocess
@@ -309,20 +310,24 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def check_exports(python: Path, kdb_path: Path, folder: Path, args: argparse.Namespace, backends: list[str]) -> bool:
-    """export-lerobot read back by LeRobotDataset itself (see _lerobot_export.py), a line per export and
-    backend; True when every item matched."""
+    """export-lerobot read back by LeRobotDataset itself, and ingest-lerobot of a two-camera dataset lerobot
+    wrote (see _lerobot_export.py): a line per export (or ingest) and backend; True when every item matched."""
     import _lerobot_export
 
     started = time.perf_counter()
+    run_child = functools.partial(child, python)
     lengths, results = _lerobot_export.check(kdb_path, folder / f"export-check-s{args.size}", args.frames,
-                                             backends, lambda *words: child(python, *words))
-    print(f"\nexport-lerobot read back by LeRobotDataset (episodes of {', '.join(map(str, lengths))} frames; "
-          f"{time.perf_counter() - started:.0f} s): every column, and each frame against its source frame")
+                                             backends, run_child)
+    results += _lerobot_export.check_ingest(folder / f"export-check-s{args.size}", args.size, run_child)
+    print(f"\nexport-lerobot read back by LeRobotDataset (episodes of {', '.join(map(str, lengths))} frames, two "
+          f"cameras), and ingest-lerobot of episodes of {', '.join(map(str, _lerobot_export.LENGTHS[:3]))} frames "
+          f"with two cameras written by lerobot ({time.perf_counter() - started:.0f} s): every column, and each "
+          "frame of each camera against its source frame")
     for result in results:
         if "error" in result:
-            print(f"  {result['export']:5} {result['backend']:11} does not load: {result['error']}")
+            print(f"  {result['export']:11} {result['backend']:11} does not load: {result['error']}")
             continue
-        print(f"  {result['export']:5} {result['backend']:11} {'ok' if result['ok'] else 'MISMATCH':9}"
+        print(f"  {result['export']:11} {result['backend']:11} {'ok' if result['ok'] else 'MISMATCH':9}"
               f"columns differing: {', '.join(result['differ']) or 'none'}; frame error mean "
               f"{result['mean_error']:.2f}, max {result['max_error']:.2f}; frames nearer another frame: "
               f"{result['misplaced']}")

@@ -137,3 +137,6 @@ def test_the_export_check_finds_a_misplaced_frame_and_a_changed_column():
     assert check.compare(shifted, expected, exact=False)["differ"] == ["episode_index", "timestamp"]
     assert check.compare(dict(found, images_wrist=found["images_front"]), expected, exact=False)["differ"] == [
         "images_wrist"]
+    no_reward = {key: value for key, value in found.items() if key != "next_reward"}
+    assert check.compare(no_reward, expected, exact=True)["differ"] == ["next_reward"]
+    assert check.compare(no_reward, expected, exact=True, optional=("next_reward",))["ok"]
