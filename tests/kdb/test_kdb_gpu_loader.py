@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 from kdb_cases import write_sample
-from test_kdb_training import _cuda_and_torchvision, write_camera, write_shard
+from test_kdb_training import _cuda_and_torchvision, first_batch_of_each_epoch, write_camera, write_shard
 
 torch = pytest.importorskip("torch")
 
@@ -358,10 +358,5 @@ def test_set_epoch_on_the_mixture_reaches_the_loader(shards):
     # Before: every epoch of a GpuLoader over a mixture gave the first epoch's items.
     mixture = MixtureDataset([(FrameDataset(shards[:1]), 1.0), (FrameDataset(shards[1:]), 1.0)], num_samples=12)
     loader = GpuLoader(mixture, batch_size=12, device="cpu", decode="cpu")
-    drawn = []
-    for epoch in range(2):
-        mixture.set_epoch(epoch)
-        drawn.append(next(iter(loader))["index"].tolist())
-        sources, inner = mixture.plan()
-        assert drawn[-1] == [int(mixture.datasets[source][int(item)]["index"]) for source, item in zip(sources, inner)]
-    assert drawn[0] != drawn[1]
+    first, second = first_batch_of_each_epoch(mixture, loader, 2)
+    assert first != second

@@ -432,17 +432,23 @@ def test_mixture_items_must_be_integers_in_range(shards):
     assert int(mixture[-1]["index"]) == int(mixture[7]["index"])
 
 
+def first_batch_of_each_epoch(mixture, loader, epochs: int) -> list[list[int]]:
+    """The global frame numbers of ``loader``'s first batch after ``mixture.set_epoch(e)``, e = 0, 1, ...,
+    each checked to be the mixture's plan for that epoch (the loader's batch holds all its items)."""
+    drawn = []
+    for epoch in range(epochs):
+        mixture.set_epoch(epoch)
+        drawn.append(next(iter(loader))["index"].tolist())
+        sources, inner = mixture.plan()
+        assert drawn[-1] == [int(mixture.datasets[source][int(item)]["index"]) for source, item in zip(sources, inner)]
+    return drawn
+
+
 def test_set_epoch_reaches_workers_kept_across_epochs(shards):
     # Before: with persistent_workers=True the workers kept the mixture they were started with, so every
     # epoch gave the first epoch's items while mixture.plan() in the main process said otherwise.
     mixture = MixtureDataset([(FrameDataset(shards[:1]), 1.0), (FrameDataset(shards[1:]), 1.0)], num_samples=12)
     loader = torch.utils.data.DataLoader(mixture, batch_size=12, num_workers=2, persistent_workers=True,
                                          collate_fn=collate)
-    drawn = []
-    for epoch in range(3):
-        mixture.set_epoch(epoch)
-        drawn.append(next(iter(loader))["index"].tolist())
-        sources, inner = mixture.plan()
-        assert drawn[-1] == [int(mixture.datasets[source][int(item)]["index"]) for source, item in zip(sources, inner)]
-    assert len({tuple(items) for items in drawn}) == 3
+    assert len({tuple(items) for items in first_batch_of_each_epoch(mixture, loader, 3)}) == 3
     assert pickle.loads(pickle.dumps(mixture)).plan()[1].tolist() == mixture.plan()[1].tolist()
