@@ -380,7 +380,7 @@ def _export(kdb: Any, root: Path, *, video: bool, codec: str, crf: int | None, r
     state_dim, action_dim = dims[0]
     first = kdb.image_records(0, 0)
     cameras = {path_segment(record.camera, "kdb: camera name"): kdb.decode_image(record).shape for record in first}
-    _check_one_image_shape(kdb, {record.camera: record for record in first}, video)
+    first_records = {record.camera: record for record in first}
     if video:
         for camera, (height, width, _) in cameras.items():
             if height % 2 or width % 2:
@@ -404,6 +404,7 @@ def _export(kdb: Any, root: Path, *, video: bool, codec: str, crf: int | None, r
     try:
         with pq.ParquetWriter(data_path, schema) as data:
             for position, meta in enumerate(metas):
+                _check_one_image_shape(kdb, position, first_records, video)  # its image section read once
                 episode = kdb.read_episode(position)
                 frames = len(episode)
                 frame_index = np.arange(frames, dtype=np.int64)
@@ -487,29 +488,29 @@ def _export(kdb: Any, root: Path, *, video: bool, codec: str, crf: int | None, r
     return len(metas)
 
 
-def _check_one_image_shape(kdb: Any, first: dict[str, Any], video: bool) -> None:
-    """ValueError unless every frame of ``kdb`` has an image of each camera of ``first`` (the records of
-    frame 0) and no other, all of its size (and channels, where PNGs keep them): a LeRobot feature has one
-    shape, and a video stream would scale a frame of another size to its own."""
-    for position in range(len(kdb)):
-        table = kdb.image_table(position)
-        if sorted(table) != sorted(first):
-            raise ValueError(f"kdb: a LeRobot dataset has one set of cameras; episode 0 has {sorted(first)}, "
-                             f"episode {position} {sorted(table)}")
-        for camera, records in table.items():
-            expected = first[camera]
-            differs = (records["length"] < 0) | (records["height"] != expected.height) | \
-                (records["width"] != expected.width)
-            if not video:
-                differs |= records["channels"] != expected.channels
-            if differs.any():
-                frame = int(np.flatnonzero(differs)[0])
-                found = records[frame]
-                what = "no image" if found["length"] < 0 else \
-                    f"a {found['width']}x{found['height']} image with {found['channels']} channel(s)"
-                raise ValueError(f"kdb: camera {camera!r} has {what} at episode {position} frame {frame}; a LeRobot "
-                                 f"feature has one shape, here {expected.width}x{expected.height} with "
-                                 f"{expected.channels} channel(s) (episode 0 frame 0)")
+def _check_one_image_shape(kdb: Any, position: int, first: dict[str, Any], video: bool) -> None:
+    """ValueError unless every frame of episode ``position`` has an image of each camera of ``first`` (the
+    records of the file's frame 0) and no other, all of its size (and channels, where PNGs keep them): a
+    LeRobot feature has one shape, and a video stream would scale a frame of another size to its own. (The
+    export is built beside its target: a refusal half-way leaves nothing.)"""
+    table = kdb.image_table(position)
+    if sorted(table) != sorted(first):
+        raise ValueError(f"kdb: a LeRobot dataset has one set of cameras; episode 0 has {sorted(first)}, "
+                         f"episode {position} {sorted(table)}")
+    for camera, records in table.items():
+        expected = first[camera]
+        differs = (records["length"] < 0) | (records["height"] != expected.height) | \
+            (records["width"] != expected.width)
+        if not video:
+            differs |= records["channels"] != expected.channels
+        if differs.any():
+            frame = int(np.flatnonzero(differs)[0])
+            found = records[frame]
+            what = "no image" if found["length"] < 0 else \
+                f"a {found['width']}x{found['height']} image with {found['channels']} channel(s)"
+            raise ValueError(f"kdb: camera {camera!r} has {what} at episode {position} frame {frame}; a LeRobot "
+                             f"feature has one shape, here {expected.width}x{expected.height} with "
+                             f"{expected.channels} channel(s) (episode 0 frame 0)")
 
 
 def _features(state_dim: int, action_dim: int, cameras: dict[str, tuple], keys: dict[str, str], fps: float,
