@@ -338,3 +338,14 @@ def test_overlapping_sections_are_reported_by_validate(sample, tmp_path):
     problems = kdb.validate(path)
     assert any("clear of episode 1's state/action section" in str(problem) for problem in problems), problems
     assert all(isinstance(problem.offset, int) for problem in problems)
+
+
+@pytest.mark.parametrize("frame", [1.5, 1.0, "1", True])
+def test_a_frame_that_is_not_an_int_is_named(sample, frame):
+    # Before: read_frame(0, 1.5) ended in numpy's "only integers, slices (`:`), ellipsis ..." IndexError.
+    with kdb.open(sample) as f:
+        with pytest.raises(TypeError, match="kdb: frame must be an int"):
+            f.read_frame(0, frame)
+        with pytest.raises(TypeError, match="kdb: episode position must be an int"):
+            f.read_frame(0.5, 1)
+        assert f.read_frame(np.int64(0), np.int64(1)).index == 1

@@ -592,6 +592,8 @@ class KdbFile(ReaderBase, BatchReads, EntryLines):
         finds the frames of unequal size fetches the rest of the section with one more.
         """
         entry = self.entry(position)
+        if not isinstance(frame, (int, np.integer)) or isinstance(frame, bool):  # numpy's IndexError named neither
+            raise TypeError(f"kdb: frame must be an int, got {type(frame).__name__}")
         position = int(position) % len(self)
         ranges = [] if position in self._steps else [(entry.actions_offset, entry.actions_length)]
         if images and position not in self._walks:
