@@ -349,3 +349,12 @@ def test_a_frame_that_is_not_an_int_is_named(sample, frame):
         with pytest.raises(TypeError, match="kdb: episode position must be an int"):
             f.read_frame(0.5, 1)
         assert f.read_frame(np.int64(0), np.int64(1)).index == 1
+
+
+@pytest.mark.parametrize("quality", [90.5, "90", True, 0, 101])
+def test_jpeg_quality_must_be_a_whole_number_from_1_to_100(tmp_path, quality):
+    # Before: 90.5 and "90" were taken as 90 (int() of them).
+    with pytest.raises(ValueError, match="quality must be a whole number 1..100"):
+        kdb.Writer(tmp_path / "q.kdb", compress="jpeg", quality=quality)
+    assert not (tmp_path / "q.kdb").exists()
+    kdb.Writer(tmp_path / "ok.kdb", compress="jpeg", quality=np.int64(80)).close()

@@ -88,8 +88,8 @@ class Writer:
             raise ValueError(f"kdb: layout must be one of {LAYOUTS}, got {layout!r}")
         if compress not in COMPRESSIONS:
             raise ValueError(f"kdb: compress must be one of {COMPRESSIONS}, got {compress!r}")
-        if not 1 <= int(quality) <= 100:
-            raise ValueError(f"kdb: quality must be 1..100, got {quality}")
+        if isinstance(quality, bool) or not isinstance(quality, (int, np.integer)) or not 1 <= quality <= 100:
+            raise ValueError(f"kdb: quality must be a whole number 1..100, got {quality!r}")  # 90.5 was taken as 90
         if created_timestamp is not None and not 0 <= int(created_timestamp) <= U64_MAX:
             raise ValueError(f"kdb: created_timestamp must be 0..2**64-1 Unix seconds, got {created_timestamp}")
         self.compress = compress
