@@ -452,3 +452,17 @@ def test_set_epoch_reaches_workers_kept_across_epochs(shards):
                                          collate_fn=collate)
     assert len({tuple(items) for items in first_batch_of_each_epoch(mixture, loader, 3)}) == 3
     assert pickle.loads(pickle.dumps(mixture)).plan()[1].tolist() == mixture.plan()[1].tolist()
+
+
+def test_a_damaged_shard_among_many_is_named(shards, tmp_path):
+    # Before: "kdb: episode index (2 entries of 64 bytes) at byte ...: expected 128 bytes ...", naming no file.
+    from arrayio import FormatError
+    from arrayio.robot import tools
+
+    damaged = tmp_path / "damaged.kdb"
+    damaged.write_bytes(shards[1].read_bytes()[:-200])
+    for call in (lambda: FrameDataset([shards[0], damaged, shards[2]]), lambda: tools.stats([shards[0], damaged]),
+                 lambda: tools.merge([shards[0], damaged], tmp_path / "merged.kdb")):
+        with pytest.raises(FormatError, match=r"kdb: .*damaged\.kdb: "):
+            call()
+    assert not (tmp_path / "merged.kdb").exists()

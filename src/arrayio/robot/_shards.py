@@ -28,6 +28,7 @@ from .._remote import RemoteFile
 from .._remote._settings import CLIENT_VARIABLE, checked_options
 from .._remote._shared import make_shared_folder, remove_shared_folder
 from .._sources import expand_url_pattern, is_remote, is_url_pattern
+from ..errors import FormatError
 from ..kdb import IMAGE_TABLE_DTYPE, NO_IMAGE, KdbFile
 from ._arguments import item_index, item_indices
 
@@ -83,7 +84,13 @@ def open_shard(source: Any, storage_options: dict | None = None, *, on_bad_image
     from ..kdb import open as open_kdb
 
     options = options_for(source, storage_options)
-    return open_kdb(source, on_bad_image=on_bad_image, storage_options=options)
+    try:
+        return open_kdb(source, on_bad_image=on_bad_image, storage_options=options)
+    except FormatError as error:  # among many shards, say which: the message names only a byte offset
+        name = os.fsdecode(source) if isinstance(source, (str, bytes, os.PathLike)) else \
+            getattr(source, "url", None) or getattr(source, "name", None) or type(source).__name__
+        error.args = (f"kdb: {name}: {str(error).removeprefix('kdb: ')}",)
+        raise
 
 
 class ShardSet:
