@@ -466,3 +466,13 @@ def test_a_damaged_shard_among_many_is_named(shards, tmp_path):
         with pytest.raises(FormatError, match=r"kdb: .*damaged\.kdb: "):
             call()
     assert not (tmp_path / "merged.kdb").exists()
+    # And an image that no longer decodes, met mid-epoch: "image data at byte ..." named no file either.
+    with kdb.open(shards[1]) as f:
+        record = f.image_records(1, 2)[0]
+    spoiled = bytearray(shards[1].read_bytes())
+    spoiled[record.offset + 20:record.offset + record.length - 2] = bytes(record.length - 22)
+    broken = tmp_path / "broken.kdb"
+    broken.write_bytes(spoiled)
+    dataset = FrameDataset([shards[0], broken])
+    with pytest.raises(FormatError, match=r"kdb: .*broken\.kdb: image data at byte"):
+        dataset.__getitems__(list(range(len(dataset))))

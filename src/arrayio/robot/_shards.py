@@ -86,11 +86,17 @@ def open_shard(source: Any, storage_options: dict | None = None, *, on_bad_image
     options = options_for(source, storage_options)
     try:
         return open_kdb(source, on_bad_image=on_bad_image, storage_options=options)
-    except FormatError as error:  # among many shards, say which: the message names only a byte offset
+    except FormatError as error:
         name = os.fsdecode(source) if isinstance(source, (str, bytes, os.PathLike)) else \
             getattr(source, "url", None) or getattr(source, "name", None) or type(source).__name__
-        error.args = (f"kdb: {name}: {str(error).removeprefix('kdb: ')}",)
-        raise
+        raise naming_file(error, name) from None
+
+
+def naming_file(error: FormatError, name: str) -> FormatError:
+    """``error`` (the same object) with ``name`` in its message: among many shards, say which file; the
+    message of a format error names a byte offset only."""
+    error.args = (f"kdb: {name}: {str(error).removeprefix('kdb: ')}",)
+    return error
 
 
 class ShardSet:
