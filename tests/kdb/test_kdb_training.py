@@ -476,3 +476,11 @@ def test_a_damaged_shard_among_many_is_named(shards, tmp_path):
     dataset = FrameDataset([shards[0], broken])
     with pytest.raises(FormatError, match=r"kdb: .*broken\.kdb: image data at byte"):
         dataset.__getitems__(list(range(len(dataset))))
+    # An image record whose length runs past the file, met as its episode's records are first parsed.
+    spoiled = bytearray(shards[1].read_bytes())
+    spoiled[record.offset - 4:record.offset] = (2**31 - 1).to_bytes(4, "little")
+    overlong = tmp_path / "overlong.kdb"
+    overlong.write_bytes(spoiled)
+    dataset = FrameDataset([shards[0], overlong])
+    with pytest.raises(FormatError, match=r"kdb: .*overlong\.kdb: episode 1 frame 2 .* image data at byte"):
+        dataset.__getitems__(list(range(len(dataset))))

@@ -17,7 +17,7 @@ import glob
 import math
 import os
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -97,6 +97,15 @@ def naming_file(error: FormatError, name: str) -> FormatError:
     message of a format error names a byte offset only."""
     error.args = (f"kdb: {name}: {str(error).removeprefix('kdb: ')}",)
     return error
+
+
+@contextlib.contextmanager
+def reading(kdb: KdbFile) -> Iterator[None]:
+    """Within this block, a format error met reading ``kdb`` names that file (see :func:`naming_file`)."""
+    try:
+        yield
+    except FormatError as error:
+        raise naming_file(error, kdb.source.name) from None
 
 
 class ShardSet:
@@ -264,7 +273,9 @@ class ShardSet:
         rows = self._images
         for episode in rows.missing(episodes, self.episode_frames).tolist():
             shard, position = int(self.episode_shard[episode]), int(self.episode_position[episode])
-            table = self.file(shard).image_table(position)
+            kdb = self.file(shard)
+            with reading(kdb):
+                table = kdb.image_table(position)
             rows.append(episode, int(self.episode_frames[episode]), table, IMAGE_TABLE_DTYPE, NO_IMAGE)
         return rows
 
@@ -274,7 +285,9 @@ class ShardSet:
         rows = self._steps
         for episode in rows.missing(episodes, self.episode_frames).tolist():
             shard, position = int(self.episode_shard[episode]), int(self.episode_position[episode])
-            steps = self.file(shard).steps(position)
+            kdb = self.file(shard)
+            with reading(kdb):
+                steps = kdb.steps(position)
             column = rows.columns.get("steps")
             if column is not None and column.dtype != steps.dtype:
                 if np.isin(episodes, np.flatnonzero(rows.start >= 0)).any():

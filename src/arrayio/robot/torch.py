@@ -43,7 +43,6 @@ except ModuleNotFoundError as error:  # say which extra installs it
 
     raise missing("torch", "arrayio.robot.torch") from error
 
-from ..errors import FormatError
 from ..kdb import (
     IMAGE_TABLE_DTYPE,
     JPEG_MAGIC,
@@ -57,7 +56,7 @@ from ..kdb import (
 )
 from ._arguments import camera_names, finite_number, item_index, seconds, whole_number
 from ._nvjpeg import decode_groups
-from ._shards import ShardSet, frame_offsets, naming_file
+from ._shards import ShardSet, frame_offsets, reading
 from .lerobot import TOLERANCE_S
 from .torch_batch import (
     PACKED_PARTS,
@@ -525,10 +524,8 @@ class _ImageGather:
                 record = records[place]
                 image = ImageRecord(self.camera, int(record["width"]), int(record["height"]),
                                     int(record["channels"]), fmt, offset, length)
-                try:
+                with reading(sources.file(owner)):
                     decoded = sources.file(owner).decode_image(image)
-                except FormatError as error:
-                    raise naming_file(error, sources.file(owner).source.name) from None
                 if decoded.shape != shape:
                     raise ValueError(f"kdb: camera {self.camera!r} at byte {offset} decodes to {decoded.shape}, "
                                      f"the batch holds {shape}")
