@@ -476,6 +476,8 @@ def test_a_damaged_shard_among_many_is_named(shards, tmp_path):
     dataset = FrameDataset([shards[0], broken])
     with pytest.raises(FormatError, match=r"kdb: .*broken\.kdb: image data at byte"):
         dataset.__getitems__(list(range(len(dataset))))
+    with pytest.raises(FormatError, match=r"kdb: .*broken\.kdb: episode 1 frame 2 camera 'front' image data"):
+        EpisodeDataset([shards[0], broken])[3]  # shard 0 holds 2 episodes: this is the damaged one
     # An image record whose length runs past the file, met as its episode's records are first parsed.
     spoiled = bytearray(shards[1].read_bytes())
     spoiled[record.offset - 4:record.offset] = (2**31 - 1).to_bytes(4, "little")

@@ -771,21 +771,22 @@ class EpisodeDataset(Dataset):
         item %= len(self)
         shards = self.shards
         kdb = shards.file(int(shards.episode_shard[item]))
-        episode = kdb.read_episode(int(shards.episode_position[item]))
-        meta = episode.meta
-        sample: dict[str, Any] = {
-            "states": torch.from_numpy(np.array(episode.states)),
-            "actions": torch.from_numpy(np.array(episode.actions)),
-            "rewards": torch.from_numpy(np.array(episode.rewards)),
-            "terminals": torch.from_numpy(episode.terminals != 0),
-            "episode_id": meta.episode_id, "embodiment": meta.embodiment, "task": meta.task, "fps": meta.fps,
-            "success": -1 if meta.success is None else int(meta.success),
-            "shard": int(shards.episode_shard[item]),
-        }
-        images = episode.images
-        assert images is not None  # read_episode reads images by default
-        for camera in self.cameras:
-            sample[f"image.{camera}"] = image_tensor(np.asarray(images[camera]), self.image_format)
+        with reading(kdb):  # the images decode here, on access
+            episode = kdb.read_episode(int(shards.episode_position[item]))
+            meta = episode.meta
+            sample: dict[str, Any] = {
+                "states": torch.from_numpy(np.array(episode.states)),
+                "actions": torch.from_numpy(np.array(episode.actions)),
+                "rewards": torch.from_numpy(np.array(episode.rewards)),
+                "terminals": torch.from_numpy(episode.terminals != 0),
+                "episode_id": meta.episode_id, "embodiment": meta.embodiment, "task": meta.task, "fps": meta.fps,
+                "success": -1 if meta.success is None else int(meta.success),
+                "shard": int(shards.episode_shard[item]),
+            }
+            images = episode.images
+            assert images is not None  # read_episode reads images by default
+            for camera in self.cameras:
+                sample[f"image.{camera}"] = image_tensor(np.asarray(images[camera]), self.image_format)
         return sample
 
     def __getitems__(self, items: Sequence[int]) -> list[dict[str, Any]]:
