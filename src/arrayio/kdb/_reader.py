@@ -72,6 +72,12 @@ _DATA_LEN_AT = IMAGE_HEADER.offsets["data_len"]
 _READ_IMAGE_HEADER = IMAGE_HEADER.unpack_plain
 
 
+def _check_int(value: Any, what: str) -> None:
+    """TypeError unless ``value`` is an integer (Python's or numpy's; a bool or a float is not)."""
+    if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
+        raise TypeError(f"kdb: {what} must be an int, got {type(value).__name__}")
+
+
 class ImageRecord(NamedTuple):
     """Where one camera image of one frame sits, and what its record says about it."""
 
@@ -513,8 +519,7 @@ class KdbFile(ReaderBase, BatchReads, EntryLines):
         """The checked index entry (a namedtuple) of the episode at ``position`` (negative counts from the end)."""
         entry = self._entries.get(position)
         if entry is None:
-            if not isinstance(position, (int, np.integer)) or isinstance(position, bool):
-                raise TypeError(f"kdb: episode position must be an int, got {type(position).__name__}")
+            _check_int(position, "episode position")
             if not -len(self) <= position < len(self):
                 raise EpisodeNotFound(f"kdb: episode {position} is outside 0..{len(self) - 1}")
             normal = int(position) % len(self)
@@ -592,8 +597,7 @@ class KdbFile(ReaderBase, BatchReads, EntryLines):
         finds the frames of unequal size fetches the rest of the section with one more.
         """
         entry = self.entry(position)
-        if not isinstance(frame, (int, np.integer)) or isinstance(frame, bool):  # numpy's IndexError named neither
-            raise TypeError(f"kdb: frame must be an int, got {type(frame).__name__}")
+        _check_int(frame, "frame")  # numpy's IndexError named neither
         position = int(position) % len(self)
         ranges = [] if position in self._steps else [(entry.actions_offset, entry.actions_length)]
         if images and position not in self._walks:
