@@ -244,7 +244,9 @@ class ShardSet:
         those bytes, which say what went wrong."""
         if not self.remote or not len(items):
             return
-        episodes = np.setdiff1d(self.locate(self.check_frames(items)), self.locate(self.check_frames(beside)))
+        episodes = np.unique(self.locate(self.check_frames(items)))
+        if len(beside):  # (none where a mixture's batch holds none of this set's frames)
+            episodes = np.setdiff1d(episodes, self.locate(self.check_frames(beside)))
         planned = self._sections_to_fetch(episodes, images)  # the files opened here, not in the thread
         if planned:
             self._ahead = (os.getpid(), _read_ahead_thread().submit(_fetch_sections, planned, images))

@@ -6,7 +6,7 @@ shards (a path, URL, glob, folder or list) numbered as one. Windows follow
 LeRobot's ``delta_timestamps`` ({key: [seconds]}, each episode's fps, clamped
 at the episode edges and marked by ``<key>_is_pad``); ``history`` past states
 and ``horizon`` future actions are shorthands for the common case.
-``EpisodeDataset`` yields whole episodes; ``MixtureDataset`` (torch_mixture.py) draws frames from
+``EpisodeDataset`` (torch_episode.py) yields whole episodes; ``MixtureDataset`` (torch_mixture.py) draws frames from
 several datasets in proportion to weights, deterministically for a seed; ``GpuLoader``
 (torch_loader.py) yields batches decoded on a GPU, choosing CPU or GPU decode with ``decode="auto"``.
 
@@ -54,7 +54,7 @@ from ..kdb import (
     decode_image,
     decode_jpeg_into,
 )
-from ._arguments import camera_names, finite_number, item_index, seconds, whole_number
+from ._arguments import camera_names, finite_number, seconds, whole_number
 from ._nvjpeg import decode_groups
 from ._shards import ShardSet, frame_offsets, reading
 from .lerobot import TOLERANCE_S
@@ -76,6 +76,7 @@ from .torch_batch import (
     to_float,
 )
 from .torch_blocks import lease
+from .torch_episode import EpisodeDataset
 from .torch_item import STEP_FIELDS, ItemPlan, one_item
 from .torch_mixture import BatchPerDataset, MixtureDataset
 
@@ -260,11 +261,20 @@ class FrameDataset(Dataset):
     def _fetch(self, items: Sequence[int]) -> dict[str, Any]:
         """The collated batch of global frames ``items`` (with the next batch read ahead where ``items`` is a
         :class:`ReadAheadBatch` that names it)."""
-        self.shards.wait_read_ahead()  # this batch's bytes may be on their way: not asked for twice
-        ahead = getattr(items, "ahead", None)
-        if ahead is not None:
-            self.shards.read_ahead(ahead, images=bool(self.cameras), beside=items)
+        self.read_ahead(getattr(items, "ahead", None), beside=items)
         return _fetch_parts([(self, items, _ALL_ROWS)], len(items))
+
+    @property
+    def remote(self) -> bool:
+        """Whether the shards are read over the network (where reading the next batch ahead pays)."""
+        return self.shards.remote
+
+    def read_ahead(self, items: Sequence[int] | None, *, beside: Sequence[int]) -> None:
+        """Wait for this process's last read-ahead (this batch's bytes may be on their way: never asked for
+        twice), then start fetching the bytes of frames ``items`` (None: none) but those of ``beside``."""
+        self.shards.wait_read_ahead()
+        if items is not None:
+            self.shards.read_ahead(items, images=bool(self.cameras), beside=beside)
 
     @staticmethod
     def fetch_parts(parts: list[tuple[FrameDataset, Sequence[int], np.ndarray]], size: int,
@@ -740,57 +750,3 @@ def _shaped(images_of: Callable[[], torch.Tensor], lead: tuple[int, ...], channe
         return torch.empty((*lead, channels, 0, 0), dtype=dtype, device=device)
     images = images_of()
     return images if len(lead) == 1 else images.reshape(*lead, *images.shape[1:])
-
-
-# -- episodes ---------------------------------------------------------------------------------------
-
-
-class EpisodeDataset(Dataset):
-    """Whole episodes of one or many shards: ``states``, ``actions``, ``rewards``, ``terminals``
-    (frames, ...) tensors, ``image.<camera>`` (frames, C, H, W) and the metadata fields.
-
-    ``source`` and ``storage_options`` are as for :class:`FrameDataset`. Episodes differ in length, so
-    batch them with ``batch_size=1`` or a custom collate.
-    """
-
-    def __init__(self, source: Any, cameras: Sequence[str] | None = None, *, image_format: str = "float",
-                 on_bad_image: str = "raise", storage_options: dict | None = None) -> None:
-        check_image_format(image_format)
-        self.image_format = image_format
-        named = None if cameras is None else camera_names(cameras)
-        self.shards = ShardSet(source, on_bad_image=on_bad_image, storage_options=storage_options)
-        self.cameras = self.shards.cameras if named is None else named
-
-    def __len__(self) -> int:
-        return self.shards.num_episodes
-
-    def __getitem__(self, item: int) -> dict[str, Any]:
-        item = item_index(item, "an episode")
-        if not -len(self) <= item < len(self):
-            raise IndexError(f"kdb: episode {item} is outside 0..{len(self) - 1}")
-        item %= len(self)
-        shards = self.shards
-        kdb = shards.file(int(shards.episode_shard[item]))
-        with reading(kdb):  # the images decode here, on access
-            episode = kdb.read_episode(int(shards.episode_position[item]))
-            meta = episode.meta
-            sample: dict[str, Any] = {
-                "states": torch.from_numpy(np.array(episode.states)),
-                "actions": torch.from_numpy(np.array(episode.actions)),
-                "rewards": torch.from_numpy(np.array(episode.rewards)),
-                "terminals": torch.from_numpy(episode.terminals != 0),
-                "episode_id": meta.episode_id, "embodiment": meta.embodiment, "task": meta.task, "fps": meta.fps,
-                "success": -1 if meta.success is None else int(meta.success),
-                "shard": int(shards.episode_shard[item]),
-            }
-            images = episode.images
-            assert images is not None  # read_episode reads images by default
-            for camera in self.cameras:
-                sample[f"image.{camera}"] = image_tensor(np.asarray(images[camera]), self.image_format)
-        return sample
-
-    def __getitems__(self, items: Sequence[int]) -> list[dict[str, Any]]:
-        """The episodes ``items`` in one call."""
-        return [self[int(item)] for item in items]
-
-

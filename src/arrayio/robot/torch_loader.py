@@ -433,7 +433,7 @@ class GpuLoader:
         batching = {"batch_size": self.batch_size} if batch_sampler is None else {"batch_sampler": batch_sampler}
         self.loader = DataLoader(self.dataset, num_workers=num_workers, collate_fn=collate, **batching,
                                  **loader_options)
-        if getattr(getattr(dataset, "shards", None), "remote", False):  # each process reads its next batch ahead
+        if getattr(dataset, "remote", False):  # each process reads its next batch ahead
             options = {key: value for key, value in loader_options.items()
                        if key not in ("shuffle", "sampler", "drop_last")}  # they made the batch sampler wrapped
             self.loader = DataLoader(self.dataset, batch_sampler=ReadAheadSampler(self.loader.batch_sampler,

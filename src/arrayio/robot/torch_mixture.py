@@ -19,7 +19,7 @@ except ModuleNotFoundError as error:  # say which extra installs it
     raise missing("torch", "arrayio.robot.torch_mixture") from error
 
 from ._arguments import finite_number, item_indices, whole_number
-from .torch_batch import PACKED_PARTS, Samples, pack
+from .torch_batch import PACKED_PARTS, ReadAheadBatch, Samples, pack
 
 
 class MixtureDataset(Dataset):
@@ -139,9 +139,15 @@ class MixtureDataset(Dataset):
         sources, inner = self.plan()
         chosen = sources[indices]
         numbers = np.unique(chosen).tolist()
+        ahead = self._ahead_by_dataset(getattr(items, "ahead", None))
         if self._one_kind is None:
             kinds = {_signature(dataset) for dataset in self.datasets}
             self._one_kind = len(kinds) == 1 and None not in kinds
+        # Each remote dataset waits for its last read-ahead and starts the next; those read with their own
+        # __getitems__ below are handed their part of ``ahead`` there.
+        for number in (set(ahead) | set(numbers) if self._one_kind else set(ahead) - set(numbers)) \
+                if self.remote else ():
+            self.datasets[number].read_ahead(ahead.get(number), beside=inner[indices[chosen == number]])
         if self._one_kind:  # every dataset's frames decoded straight into one batch: no merge copy
             parts = [(self.datasets[number], inner[indices[chosen == number]], np.flatnonzero(chosen == number))
                      for number in numbers]
@@ -153,8 +159,10 @@ class MixtureDataset(Dataset):
         for number in numbers:
             members = np.flatnonzero(chosen == number)
             dataset = self.datasets[number]
-            fetched = dataset.__getitems__(inner[indices[members]].tolist()) if hasattr(
-                dataset, "__getitems__") else [dataset[int(i)] for i in inner[indices[members]]]
+            wanted = ReadAheadBatch(inner[indices[members]].tolist())
+            wanted.ahead = ahead.get(number)
+            fetched = dataset.__getitems__(wanted) if hasattr(dataset, "__getitems__") else [
+                dataset[i] for i in wanted]
             if isinstance(fetched, Samples):
                 batch = dict(fetched.batch)
                 packed.update(fetched.packed)
@@ -163,6 +171,26 @@ class MixtureDataset(Dataset):
             batch["dataset"] = torch.full((len(members),), number, dtype=torch.int64)
             batches.append((members, batch))
         return Samples(_merge(batches, len(indices), packed), len(indices), sorted(packed))
+
+    @property
+    def remote(self) -> bool:
+        """Whether any of the datasets is read over the network (where reading the next batch ahead pays)."""
+        return any(getattr(dataset, "remote", False) for dataset in self.datasets)
+
+    def _ahead_by_dataset(self, ahead: Sequence[int] | None) -> dict[int, list[int]]:
+        """{dataset number: its items} of the mixture items ``ahead`` (the batch this process reads next), for
+        the remote datasets that read ahead; none where an item is outside the mixture (that batch will say)."""
+        if ahead is None or not len(ahead) or not self.remote:
+            return {}
+        indices = item_indices(ahead, "a mixture item")
+        if indices is None or ((indices < -self.num_samples) | (indices >= self.num_samples)).any():
+            return {}
+        indices = np.where(indices < 0, indices + self.num_samples, indices)
+        sources, inner = self.plan()
+        chosen = sources[indices]
+        return {number: inner[indices[chosen == number]].tolist()
+                for number in np.unique(chosen).tolist()
+                if getattr(self.datasets[number], "remote", False) and hasattr(self.datasets[number], "read_ahead")}
 
 
 class _Draw:
