@@ -3,6 +3,7 @@ and decode_batch, mixtures under workers and rank sharding."""
 
 from __future__ import annotations
 
+import json
 import pickle
 
 import numpy as np
@@ -418,6 +419,72 @@ def test_a_batch_per_dataset_mixes_cameras_and_image_sizes_that_cannot_share_a_b
     assert sampler.batches() != first_epoch and sorted(sum(sampler.batches(), [])) == list(range(40))
     with pytest.raises(ValueError, match="batch_size must be >= 1"):
         mixture.batch_sampler(0)
+
+
+def _camera_files(folder) -> list:
+    return [write_camera(folder / "a.kdb", "front", 16, 24), write_camera(folder / "c.kdb", "wrist", 8, 8, frames=7)]
+
+
+def _camera_mixture(files) -> MixtureDataset:
+    """Two robots whose items cannot share a batch (the _RANK script builds the same)."""
+    return MixtureDataset([(FrameDataset(files[0]), 0.6), (FrameDataset(files[1]), 0.4)], seed=3, num_samples=39)
+
+
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_a_batch_per_dataset_deals_its_batches_across_ranks(tmp_path, drop_last):
+    # Before: BatchPerDataset gave every rank every batch, so DDP trained each rank on the same items.
+    mixture = _camera_mixture(_camera_files(tmp_path))
+    whole = mixture.batch_sampler(4, drop_last=drop_last).batches()
+    ranks = [mixture.batch_sampler(4, drop_last=drop_last, num_replicas=3, rank=rank) for rank in range(3)]
+    dealt = [sampler.batches() for sampler in ranks]
+    assert len({len(batches) for batches in dealt}) == 1  # DDP needs as many steps on every rank
+    assert [len(sampler) for sampler in ranks] == [len(batches) for batches in dealt]
+    in_turn = (whole * 2)[:3 * len(dealt[0])]  # one order dealt in turn, its first batches again at its end
+    assert all(rank_batches == in_turn[rank::3] for rank, rank_batches in enumerate(dealt))
+    flat = [item for batches in dealt for batch in batches for item in batch]
+    if drop_last:  # the last len(whole) % 3 batches left out, nothing dealt twice
+        assert len(dealt[0]) == len(whole) // 3 and len(set(flat)) == len(flat)
+    else:  # every item, and the first batches again to even the count
+        assert len(dealt[0]) == -(-len(whole) // 3) and set(flat) == set(range(39))
+        assert len(flat) - len(set(flat)) == sum(map(len, whole[:3 * len(dealt[0]) - len(whole)]))
+    loader = torch.utils.data.DataLoader(mixture, batch_sampler=ranks[1], collate_fn=collate)
+    assert [batch["index"].tolist() for batch in loader] == [
+        mixture.__getitems__(items).batch["index"].tolist() for items in dealt[1]]
+    ranks[1].set_epoch(2)  # as DistributedSampler.set_epoch: a new draw for the mixture and its samplers
+    assert mixture.epoch == 2 and ranks[0].batches() != dealt[0]
+    for bad, error in (({"num_replicas": 0}, ValueError), ({"num_replicas": 2, "rank": 2}, ValueError),
+                       ({"rank": -1}, ValueError), ({"num_replicas": 2.0}, TypeError)):
+        with pytest.raises(error, match="num_replicas|rank"):
+            mixture.batch_sampler(4, **bad)
+
+
+_RANK = """
+import json, sys
+import torch.distributed as dist
+from arrayio.robot.torch import FrameDataset, MixtureDataset
+dist.init_process_group("gloo", store=dist.FileStore(sys.argv[1], 2), rank=int(sys.argv[2]), world_size=2)
+try:
+    mixture = MixtureDataset([(FrameDataset(sys.argv[3]), 0.6), (FrameDataset(sys.argv[4]), 0.4)], seed=3,
+                             num_samples=39)
+    print(json.dumps(mixture.batch_sampler(4).batches()))
+finally:
+    dist.destroy_process_group()
+"""
+
+
+def test_a_batch_per_dataset_takes_its_rank_from_the_process_group(tmp_path):
+    import subprocess
+    import sys
+
+    files = _camera_files(tmp_path)
+    ranks = [subprocess.Popen([sys.executable, "-c", _RANK, str(tmp_path / "store"), str(rank), *map(str, files)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in range(2)]
+    answers = [process.communicate(timeout=120) for process in ranks]
+    assert all(process.returncode == 0 for process in ranks), [err[-2000:] for _, err in answers]
+    mixture = _camera_mixture(files)
+    assert [json.loads(out) for out, _ in answers] == [
+        mixture.batch_sampler(4, num_replicas=2, rank=rank).batches() for rank in range(2)]
+    assert mixture.batch_sampler(4).batches()[0::2] == json.loads(answers[0][0])  # 0 and 2 and ... of one order
 
 
 def test_mixture_items_must_be_integers_in_range(shards):

@@ -125,9 +125,11 @@ class MixtureDataset(Dataset):
     def __getitem__(self, item: int) -> dict[str, Any]:
         return self.__getitems__([item])[0]
 
-    def batch_sampler(self, batch_size: int, *, drop_last: bool = False, shuffle: bool = True) -> BatchPerDataset:
+    def batch_sampler(self, batch_size: int, *, drop_last: bool = False, shuffle: bool = True,
+                      num_replicas: int | None = None, rank: int | None = None) -> BatchPerDataset:
         """A DataLoader ``batch_sampler`` whose batches each hold items of one dataset (see BatchPerDataset)."""
-        return BatchPerDataset(self, batch_size, drop_last=drop_last, shuffle=shuffle)
+        return BatchPerDataset(self, batch_size, drop_last=drop_last, shuffle=shuffle, num_replicas=num_replicas,
+                               rank=rank)
 
     def __getitems__(self, items: Sequence[int]) -> Samples:
         """A batch in one call: items grouped by dataset, each group fetched as one batch, put back in order."""
@@ -217,18 +219,28 @@ class BatchPerDataset(Sampler):
     cannot share a batch (other cameras or image sizes): ``DataLoader(mixture,
     batch_sampler=mixture.batch_sampler(32))``. Every item of the mixture's epoch is in one batch (the last
     batch of a dataset may be short, or left out with ``drop_last``); the batches come in an order shuffled
-    by (seed, epoch), so the datasets still mix over the epoch in proportion to their weights. Not sharded
-    across ranks."""
+    by (seed, epoch), so the datasets still mix over the epoch in proportion to their weights.
+
+    Across ranks (``num_replicas`` processes, this one ``rank``; by default those of the initialized
+    ``torch.distributed`` process group, else 1 and 0) each rank takes every ``num_replicas``-th batch of
+    that order, as DistributedSampler deals items: every rank gets as many batches, the first batches dealt
+    again to make up the count (or the last left out with ``drop_last``).
+    """
 
     def __init__(self, mixture: MixtureDataset, batch_size: int, *, drop_last: bool = False,
-                 shuffle: bool = True) -> None:
+                 shuffle: bool = True, num_replicas: int | None = None, rank: int | None = None) -> None:
         self.mixture = mixture
         self.batch_size = whole_number("batch_size", batch_size, 1)
         self.drop_last = bool(drop_last)
         self.shuffle = bool(shuffle)
+        self.num_replicas, self.rank = _replicas(num_replicas, rank)
 
-    def batches(self) -> list[list[int]]:
-        """This epoch's batches, in the order they are given."""
+    def set_epoch(self, epoch: int) -> None:
+        """Draw the mixture of ``epoch`` (:meth:`MixtureDataset.set_epoch`), as DistributedSampler.set_epoch."""
+        self.mixture.set_epoch(epoch)
+
+    def all_batches(self) -> list[list[int]]:
+        """This epoch's batches of every rank, in the order they are dealt."""
         sources, _ = self.mixture.plan()
         found = []
         for number in range(len(self.mixture.datasets)):
@@ -242,13 +254,38 @@ class BatchPerDataset(Sampler):
             found = [found[position] for position in order.tolist()]
         return found
 
+    def batches(self) -> list[list[int]]:
+        """This rank's batches of this epoch, in the order they are given."""
+        found = self.all_batches()
+        if self.num_replicas == 1:
+            return found
+        dealt = len(self) * self.num_replicas
+        while len(found) < dealt:  # as many for every rank: the first batches again
+            found = found + found[:dealt - len(found)]
+        return found[self.rank:dealt:self.num_replicas]
+
     def __iter__(self) -> Iterator[list[int]]:
         return iter(self.batches())
 
     def __len__(self) -> int:
         counts = self.mixture.counts()
         whole = counts // self.batch_size
-        return int(whole.sum() if self.drop_last else (whole + (counts % self.batch_size > 0)).sum())
+        total = int(whole.sum() if self.drop_last else (whole + (counts % self.batch_size > 0)).sum())
+        return total // self.num_replicas if self.drop_last else -(-total // self.num_replicas)
+
+
+def _replicas(num_replicas: int | None, rank: int | None) -> tuple[int, int]:
+    """(ranks, this rank): those given, else those of the initialized process group, else (1, 0)."""
+    grouped = torch.distributed.is_available() and torch.distributed.is_initialized()
+    if num_replicas is None:
+        num_replicas = torch.distributed.get_world_size() if grouped else 1
+    if rank is None:
+        rank = torch.distributed.get_rank() if grouped else 0
+    num_replicas = whole_number("num_replicas", num_replicas, 1)
+    rank = whole_number("rank", rank, 0)
+    if rank >= num_replicas:
+        raise ValueError(f"kdb: rank must be in 0..{num_replicas - 1} (num_replicas={num_replicas}), got {rank}")
+    return num_replicas, rank
 
 
 def _merge(parts: list[tuple[np.ndarray, dict[str, Any]]], size: int, packed: set[str]) -> dict[str, Any]:
