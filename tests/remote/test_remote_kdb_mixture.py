@@ -175,3 +175,35 @@ def test_gpu_loader_reads_a_remote_mixture_ahead_with_two_workers_as_the_local_o
     # once, in one request each, ahead or not.
     assert sent <= 3 * sum(path.stat().st_size for path in files), sent
     assert requests <= 3 * len(files) * 3 + 2 * episodes + 4, requests
+
+
+def test_the_remote_datasets_of_a_mixture_read_ahead_side_by_side(robot_files, remote_robots, s3_options, s3_server,
+                                                                   monkeypatch):
+    """Before, one thread per process read ahead, so a mixture of N remote robots waited N round trips for its
+    next batch. Each set's fetch now meets the other's at a barrier: one waiting for the other would break it."""
+    import threading
+
+    from arrayio.kdb import KdbFile
+
+    met = threading.Barrier(2, timeout=10)
+    fetched = []
+    original = KdbFile.prefetch_episodes
+
+    def meet_then_fetch(self, positions, **options):
+        if threading.current_thread().name.startswith("arrayio-kdb-read-ahead"):
+            fetched.append(met.wait())  # raises BrokenBarrierError unless the other set's fetch runs meanwhile
+        return original(self, positions, **options)
+
+    monkeypatch.setattr(KdbFile, "prefetch_episodes", meet_then_fetch)
+    remote = _mixture(remote_robots, storage_options=s3_options)
+    local = _mixture(robot_files)
+    sources, inner = remote.plan()
+    # Frames of each set's first episode: one shard a set, fetched on the read-ahead thread itself.
+    following = [item for number in (0, 1) for item in np.flatnonzero((sources == number) & (inner < FRAMES))[:3]]
+    batch = ReadAheadBatch([int(np.flatnonzero(sources == 0)[0])])
+    batch.ahead = following
+    remote.__getitems__(batch)
+    for dataset in remote.datasets:
+        dataset.shards.wait_read_ahead()
+    assert sorted(fetched) == [0, 1]  # both sets' read-aheads reached the barrier together
+    _assert_same(collate(remote.__getitems__(following)), collate(local.__getitems__(following)))

@@ -38,6 +38,7 @@ _GLOB_CHARACTERS = frozenset("*?[")
 IMAGE_TABLE_BUDGET = 1 << 22
 STEP_ROWS_BUDGET = 1 << 22
 FETCH_THREADS = 8  # concurrent range requests of one process's prefetch
+READ_AHEAD_THREADS = 4  # the remote sets of a mixture read ahead side by side (each set one read-ahead at a time)
 
 
 def resolve_sources(source: Any, storage_options: dict | None = None) -> list[Any]:
@@ -249,7 +250,7 @@ class ShardSet:
             episodes = np.setdiff1d(episodes, self.locate(self.check_frames(beside)))
         planned = self._sections_to_fetch(episodes, images)  # the files opened here, not in the thread
         if planned:
-            self._ahead = (os.getpid(), _read_ahead_thread().submit(_fetch_sections, planned, images))
+            self._ahead = (os.getpid(), _read_ahead_threads().submit(_fetch_sections, planned, images))
 
     def wait_read_ahead(self) -> None:
         """Wait for this process's read-ahead, if one runs (its errors are the later reads' to meet)."""
@@ -414,11 +415,12 @@ def _fetch_sections(planned: list[tuple[KdbFile, list[int]]], images: bool) -> N
                                *zip(*planned)))
 
 
-def _read_ahead_thread() -> ThreadPoolExecutor:
-    """This process's one thread for read-ahead (a thread does not survive a fork: one per process)."""
+def _read_ahead_threads() -> ThreadPoolExecutor:
+    """This process's threads for read-ahead (a pool does not survive a fork: one per process)."""
     pool = _READ_AHEAD.get(os.getpid())
     if pool is None:
-        pool = _READ_AHEAD[os.getpid()] = ThreadPoolExecutor(1, thread_name_prefix="arrayio-kdb-read-ahead")
+        pool = _READ_AHEAD[os.getpid()] = ThreadPoolExecutor(READ_AHEAD_THREADS,
+                                                             thread_name_prefix="arrayio-kdb-read-ahead")
     return pool
 
 
