@@ -11,7 +11,8 @@ second is what later epochs cost. Goal: remote >= 0.8 of local frames/s. Each ep
 process (where moto's server threads run) are printed beside them: on a 2-core machine moto's share is
 what the cold epoch waits for. Each remote epoch runs twice: plain, and with each batch's next one read ahead
 (``ReadAheadSampler``). ``--http-delay-ms`` serves the shards over HTTP instead, each GET answered that late:
-what read-ahead is for.
+what read-ahead is for. ``--mixture`` reads the shards as a MixtureDataset of two robots (the first half of
+the shards and the second, weights 0.5 each) instead of one FrameDataset.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -98,6 +100,17 @@ def epoch_rates(dataset, epochs: int, batch: int, counts=None,
     return results
 
 
+def training_set(shards: Any, options: dict | None, mixture: bool) -> Any:
+    """A FrameDataset over ``shards`` (a glob or a list), or with ``mixture`` a MixtureDataset of two halves."""
+    from arrayio.robot.torch import FrameDataset, MixtureDataset
+
+    if not mixture:
+        return FrameDataset(shards, storage_options=options, image_format="uint8")
+    half = len(shards) // 2
+    return MixtureDataset([(FrameDataset(part, storage_options=options, image_format="uint8"), 0.5)
+                           for part in (shards[:half], shards[half:])], seed=0)
+
+
 def best_epochs(kept: list, measured: list) -> list:
     """Epoch by epoch, the faster of two runs' figures."""
     return [max(pair, key=lambda figures: figures[0]) for pair in zip(kept, measured)] if kept else measured
@@ -131,7 +144,7 @@ class DelayedHttp:
                                          str(delay_ms / 1e3), *map(str, paths)], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, text=True)
         base = self.process.stdout.readline().strip()
-        self.urls = [f"{base}/shards/{path.name}" for path in paths]
+        self.urls = self.shard_urls = [f"{base}/shards/{path.name}" for path in paths]
 
     def stop(self) -> None:
         self.process.stdin.close()
@@ -156,6 +169,7 @@ class Moto:
         for path in paths:
             client.put_object(Bucket=BUCKET, Key=f"shards/{path.name}", Body=path.read_bytes())
         self.urls = f"s3://{BUCKET}/shards/*.kdb"  # listed through fsspec, as users name their shards
+        self.shard_urls = [f"s3://{BUCKET}/shards/{path.name}" for path in paths]
         self.options = {"key": "testing", "secret": "testing",
                         "client_kwargs": {"endpoint_url": self.server.endpoint, "region_name": "us-east-1"}}
 
@@ -176,17 +190,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--http-delay-ms", type=float, default=None, metavar="MS",
                         help="serve the shards over HTTP (the tests' range server, in another process), each GET "
                              "answered after MS milliseconds, as an object store a round trip away; default: moto")
+    parser.add_argument("--mixture", action="store_true", help="a MixtureDataset of two halves of the shards")
     _rows.add_arguments(parser)
     args = parser.parse_args(argv)
     if args.quick:
         args.shards, args.episodes, args.frames, args.repeat = 2, 4, 64, 1
-    from arrayio.robot.torch import FrameDataset
+    if args.mixture and args.shards < 2:
+        parser.error("--mixture needs at least 2 shards (one for each robot)")
 
     served = "moto on loopback (in this process)" if args.http_delay_ms is None else \
         f"HTTP on loopback (another process), each GET answered after {args.http_delay_ms:g} ms"
     data = (f"{args.shards} shards x {args.episodes} episodes x {args.frames} frames, 2 JPEG cameras "
             f"{args.size}x{args.size}, batch {args.batch}, 2 workers, {args.epochs} epochs, best of {args.repeat}, "
-            f"{served}; load average {os.getloadavg()[0]:.1f} at the start")
+            f"{served}{', a mixture of two halves' if args.mixture else ''}; load average {os.getloadavg()[0]:.1f} at the start")
     with tempfile.TemporaryDirectory() as scratch:
         paths = write_shards(Path(scratch), args.shards, args.episodes, args.frames, args.size)
         total = sum(path.stat().st_size for path in paths)
@@ -195,10 +211,11 @@ def main(argv: list[str] | None = None) -> None:
             local: list[tuple[float, float, float, float, float]] = []
             remote: dict[bool, list[tuple[float, float, float, float, float]]] = {False: [], True: []}
             for _ in range(args.repeat):  # interleaved, each with fresh workers (a cold first epoch); best kept
-                local = best_epochs(local, epoch_rates(FrameDataset(paths, image_format="uint8"), args.epochs,
+                local = best_epochs(local, epoch_rates(training_set(paths, None, args.mixture), args.epochs,
                                                        args.batch))
                 for read_ahead in (False, True):
-                    remote_dataset = FrameDataset(server.urls, storage_options=server.options, image_format="uint8")
+                    remote_dataset = training_set(server.shard_urls if args.mixture else server.urls, server.options,
+                                                  args.mixture)
                     remote[read_ahead] = best_epochs(remote[read_ahead], epoch_rates(
                         remote_dataset, args.epochs, args.batch, server.counts, read_ahead=read_ahead))
         finally:
@@ -207,7 +224,8 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     cores = len(os.sched_getaffinity(0))
     epoch_frames = args.shards * args.episodes * args.frames // args.batch * args.batch  # drop_last
-    where = "s3" if args.http_delay_ms is None else f"http ({args.http_delay_ms:g} ms a GET)"
+    where = ("s3" if args.http_delay_ms is None else f"http ({args.http_delay_ms:g} ms a GET)") + \
+        (", a mixture of two halves" if args.mixture else "")
     for read_ahead, label in ((False, ""), (True, ", next batch read ahead")):
         for epoch, (mine, theirs) in enumerate(zip(remote[read_ahead], local)):
             remote_rate, requests, sent, server_cpu, worker_cpu = mine
