@@ -9,10 +9,11 @@ The first epoch reads each episode once per worker (one request each, then the b
 second is what later epochs cost. Goal: remote >= 0.8 of local frames/s. Each epoch is the best of
 ``--repeat`` runs with fresh workers, local and remote interleaved; CPU seconds of the workers and of this
 process (where moto's server threads run) are printed beside them: on a 2-core machine moto's share is
-what the cold epoch waits for. Each remote epoch runs twice: plain, and with each batch's next one read ahead
-(``ReadAheadSampler``). ``--http-delay-ms`` serves the shards over HTTP instead, each GET answered that late:
-what read-ahead is for. ``--mixture`` reads the shards as a MixtureDataset of two robots (the first half of
-the shards and the second, weights 0.5 each) instead of one FrameDataset.
+what the cold epoch waits for. Each remote epoch runs twice: plain, and with each worker's next
+``--read-ahead`` batches (default: GpuLoader's, 2) read ahead (``ReadAheadSampler``). ``--http-delay-ms``
+serves the shards over HTTP instead, each GET answered that late: what read-ahead is for. ``--mixture`` reads
+the shards as a MixtureDataset of two robots (the first half of the shards and the second, weights 0.5
+each) instead of one FrameDataset.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from kdb import CAMERAS, POOL, synthetic_pool  # noqa: E402 - benchmarks/kdb.py,
 
 from arrayio import kdb  # noqa: E402
 from arrayio.kdb import EncodedImage  # noqa: E402
+from arrayio.robot.torch_loader import READ_AHEAD_BATCHES  # noqa: E402
 
 AREA = "kdb-remote-training"
 BUCKET = "arrayio-bench"
@@ -61,10 +63,10 @@ def write_shards(folder: Path, shards: int, episodes: int, frames: int, size: in
 
 
 def epoch_rates(dataset, epochs: int, batch: int, counts=None,
-                read_ahead: bool = False) -> list[tuple[float, float, float, float, float]]:
+                read_ahead: int = 0) -> list[tuple[float, float, float, float, float]]:
     """(frames/s, requests per batch, bytes per batch, CPU seconds of this process (the moto server's
     threads live here), CPU seconds of the workers) of each epoch of a shuffled 2-worker DataLoader
-    whose workers live across epochs; ``read_ahead``: its batches from a ReadAheadSampler."""
+    whose workers live across epochs; ``read_ahead`` > 0: its batches from a ReadAheadSampler of that depth."""
     import torch
 
     from arrayio.robot.torch import ReadAheadSampler, collate
@@ -73,8 +75,8 @@ def epoch_rates(dataset, epochs: int, batch: int, counts=None,
     if read_ahead:
         batches = torch.utils.data.BatchSampler(torch.utils.data.RandomSampler(dataset, generator=generator), batch,
                                                 drop_last=True)
-        loader = torch.utils.data.DataLoader(dataset, batch_sampler=ReadAheadSampler(batches, 2), num_workers=2,
-                                             collate_fn=collate, persistent_workers=True)
+        loader = torch.utils.data.DataLoader(dataset, batch_sampler=ReadAheadSampler(batches, 2, read_ahead),
+                                             num_workers=2, collate_fn=collate, persistent_workers=True)
     else:
         loader = torch.utils.data.DataLoader(dataset, batch_size=batch, shuffle=True, num_workers=2,
                                              collate_fn=collate, persistent_workers=True, drop_last=True,
@@ -191,10 +193,14 @@ def main(argv: list[str] | None = None) -> None:
                         help="serve the shards over HTTP (the tests' range server, in another process), each GET "
                              "answered after MS milliseconds, as an object store a round trip away; default: moto")
     parser.add_argument("--mixture", action="store_true", help="a MixtureDataset of two halves of the shards")
+    parser.add_argument("--read-ahead", type=int, default=READ_AHEAD_BATCHES, metavar="BATCHES",
+                        help="batches each worker reads ahead in the read-ahead runs (default: GpuLoader's)")
     _rows.add_arguments(parser)
     args = parser.parse_args(argv)
     if args.quick:
         args.shards, args.episodes, args.frames, args.repeat = 2, 4, 64, 1
+    if args.read_ahead < 1:
+        parser.error(f"--read-ahead must be at least 1, got {args.read_ahead}")
     if args.mixture and args.shards < 2:
         parser.error("--mixture needs at least 2 shards (one for each robot)")
 
@@ -209,11 +215,11 @@ def main(argv: list[str] | None = None) -> None:
         server = Moto(paths) if args.http_delay_ms is None else DelayedHttp(args.http_delay_ms, paths)
         try:
             local: list[tuple[float, float, float, float, float]] = []
-            remote: dict[bool, list[tuple[float, float, float, float, float]]] = {False: [], True: []}
+            remote: dict[int, list[tuple[float, float, float, float, float]]] = {0: [], args.read_ahead: []}
             for _ in range(args.repeat):  # interleaved, each with fresh workers (a cold first epoch); best kept
                 local = best_epochs(local, epoch_rates(training_set(paths, None, args.mixture), args.epochs,
                                                        args.batch))
-                for read_ahead in (False, True):
+                for read_ahead in (0, args.read_ahead):
                     remote_dataset = training_set(server.shard_urls if args.mixture else server.urls, server.options,
                                                   args.mixture)
                     remote[read_ahead] = best_epochs(remote[read_ahead], epoch_rates(
@@ -226,7 +232,7 @@ def main(argv: list[str] | None = None) -> None:
     epoch_frames = args.shards * args.episodes * args.frames // args.batch * args.batch  # drop_last
     where = ("s3" if args.http_delay_ms is None else f"http ({args.http_delay_ms:g} ms a GET)") + \
         (", a mixture of two halves" if args.mixture else "")
-    for read_ahead, label in ((False, ""), (True, ", next batch read ahead")):
+    for read_ahead, label in ((0, ""), (args.read_ahead, f", next {args.read_ahead} batch(es) read ahead")):
         for epoch, (mine, theirs) in enumerate(zip(remote[read_ahead], local)):
             remote_rate, requests, sent, server_cpu, worker_cpu = mine
             local_rate, _, _, main_cpu, local_worker_cpu = theirs
