@@ -207,3 +207,32 @@ def test_the_remote_datasets_of_a_mixture_read_ahead_side_by_side(robot_files, r
         dataset.shards.wait_read_ahead()
     assert sorted(fetched) == [0, 1]  # both sets' read-aheads reached the barrier together
     _assert_same(collate(remote.__getitems__(following)), collate(local.__getitems__(following)))
+
+
+def test_a_batch_of_two_remote_robots_fetches_both_at_once(robot_files, remote_robots, s3_options, s3_server,
+                                                           monkeypatch):
+    """Before, a mixture's batch fetched its datasets' sections one dataset after another: a batch of N remote
+    robots waited N round trips. Both fetches now meet at a barrier, which one waiting for the other breaks."""
+    import threading
+
+    from arrayio.kdb import KdbFile
+
+    met = threading.Barrier(2, timeout=5)
+    fetched = []
+    original = KdbFile.prefetch_episodes
+
+    def meet_then_fetch(self, positions, **options):
+        fetched.append(met.wait())
+        return original(self, positions, **options)
+
+    remote = _mixture(remote_robots, storage_options=s3_options)
+    local = _mixture(robot_files)
+    sources, inner = remote.plan()
+    both = [item for number in (0, 1) for item in np.flatnonzero((sources == number) & (inner < FRAMES))[:3]]
+    for dataset in remote.datasets:
+        for shard in range(len(dataset.shards.sources)):
+            assert len(dataset.shards.file(shard).index)
+    monkeypatch.setattr(KdbFile, "prefetch_episodes", meet_then_fetch)
+    got = collate(remote.__getitems__(both))
+    assert sorted(fetched) == [0, 1]
+    _assert_same(got, collate(local.__getitems__(both)))

@@ -56,7 +56,7 @@ from ..kdb import (
 )
 from ._arguments import camera_names, finite_number, seconds, whole_number
 from ._nvjpeg import decode_groups
-from ._shards import ShardSet, frame_offsets, reading
+from ._shards import ShardSet, frame_offsets, prefetch_together, reading
 from .lerobot import TOLERANCE_S
 from .torch_batch import (
     PACKED_PARTS,
@@ -331,10 +331,16 @@ def _fetch_arrays(parts: list[tuple[FrameDataset, Sequence[int], np.ndarray]], s
     images = [output for output in outputs if output.field not in STEP_FIELDS]
     image_keys = {output.key for output in images}
     image_state: dict[str, _ImageGather] = {}
-    for part, (dataset, items, rows_of) in enumerate(parts):
+    located = []  # (frames, their episodes, those distinct) of each part
+    for dataset, items, _ in parts:
+        frames = dataset.shards.check_frames(items)
+        episodes = dataset.shards.locate(frames)
+        located.append((frames, episodes, _distinct(episodes)))
+    # Every part's missing sections at once: a batch of N remote robots waits one round trip, not N.
+    prefetch_together([(dataset.shards, unique) for (dataset, _, _), (_, _, unique) in zip(parts, located)],
+                      images=bool(images))
+    for part, ((dataset, _, rows_of), (frames, episodes, unique)) in enumerate(zip(parts, located)):
         shards = dataset.shards
-        frames = shards.check_frames(items)
-        episodes = shards.locate(frames)
         local = frames - shards.first_frames[episodes]
         # Outputs at the current frame share one (frames, pad) pair: in the episode, never padded.
         current = (local[:, None], np.zeros((len(local), 1), bool))
@@ -351,8 +357,6 @@ def _fetch_arrays(parts: list[tuple[FrameDataset, Sequence[int], np.ndarray]], s
                 pad[rows_of] = rows[output.key][1]
             if output.key in image_keys and output.key not in image_state:
                 image_state[output.key] = _ImageGather(size, window, output.field[len("image."):])
-        unique = _distinct(episodes)
-        shards.prefetch(unique, images=bool(images))
         if any(output.field in STEP_FIELDS for output in outputs):
             steps = shards.load_steps(unique)
             rows_at = steps.start[episodes][:, None]
