@@ -236,3 +236,36 @@ def test_a_batch_of_two_remote_robots_fetches_both_at_once(robot_files, remote_r
     got = collate(remote.__getitems__(both))
     assert sorted(fetched) == [0, 1]
     _assert_same(got, collate(local.__getitems__(both)))
+
+
+def test_gpu_loader_over_remote_robots_that_cannot_share_a_batch_on_one_rank_of_two(robot_files, remote_robots,
+                                                                                    s3_options, s3_put, tmp_path):
+    """Everything at once: robots with other cameras (fetched dataset by dataset), batches of one robot each
+    dealt to rank 1 of 2, 2 workers reading two batches ahead over moto: the batches the local files give."""
+    arm = next(iter(ROBOTS))
+    gripper = tmp_path / "gripper.kdb"
+    with kdb.Writer(gripper, compress="jpeg") as writer:
+        for episode in range(3):
+            rng = np.random.default_rng([9, episode])
+            writer.add_episode(rng.standard_normal((FRAMES, 3)).astype(np.float32), np.zeros((FRAMES, 2), np.float32),
+                               images={"wrist": rng.integers(0, 255, (FRAMES, 32, 32, 3), np.uint8)})
+    gripper_url = s3_put(f"{tmp_path.name}/gripper.kdb", gripper.read_bytes())
+
+    def robots(arm_source, gripper_source, **options) -> MixtureDataset:
+        return MixtureDataset([(FrameDataset(arm_source, image_format="uint8", **options), 0.5),
+                               (FrameDataset(gripper_source, image_format="uint8", **options), 0.5)], seed=4)
+
+    local = robots(robot_files[arm], gripper)
+    remote = robots(remote_robots[arm], gripper_url, storage_options=s3_options)
+    sampler = remote.batch_sampler(6, num_replicas=2, rank=1)
+    loader = GpuLoader(remote, batch_sampler=sampler, num_workers=2, device="cpu", decode="cpu", image_format="uint8")
+    assert isinstance(loader.loader.batch_sampler, ReadAheadSampler) and loader.loader.batch_sampler.depth == 2
+    got = list(loader)
+    dealt = local.batch_sampler(6, num_replicas=2, rank=1).batches()
+    assert len(got) == len(dealt) == len(sampler)
+    for batch, items in zip(got, dealt):
+        want = collate(local.__getitems__(items))
+        assert set(batch) == set(want)
+        for key in want:
+            assert torch.equal(batch[key], want[key]) if isinstance(want[key], torch.Tensor) else \
+                batch[key] == want[key], key
