@@ -369,8 +369,8 @@ _END = object()
 # A slot being staged, one staged batch waiting, one whose copies and decode are being issued.
 SLOTS = 3
 SWITCH_INTERVAL_S = 0.001
-# Batches each process reads ahead over remote shards: with 50 ms a request, two hid 10-20 % more of a cold epoch
-# than one (docs/benchmarks.md); with none, no slower.
+# Batches each process reads ahead over remote shards: at 50 ms a request two gave 12-22 % more frames/s in a cold
+# epoch than one, and at loopback speed as many as one (docs/benchmarks.md).
 READ_AHEAD_BATCHES = 2
 
 

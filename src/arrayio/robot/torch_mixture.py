@@ -260,7 +260,7 @@ class BatchPerDataset(Sampler):
         if self.num_replicas == 1:
             return found
         dealt = len(self) * self.num_replicas
-        while len(found) < dealt:  # as many for every rank: the first batches again
+        while found and len(found) < dealt:  # as many for every rank: the first batches again
             found = found + found[:dealt - len(found)]
         return found[self.rank:dealt:self.num_replicas]
 
