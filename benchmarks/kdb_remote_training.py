@@ -13,7 +13,8 @@ what the cold epoch waits for. Each remote epoch runs twice: plain, and with eac
 ``--read-ahead`` batches (default: GpuLoader's, 2) read ahead (``ReadAheadSampler``). ``--http-delay-ms``
 serves the shards over HTTP instead, each GET answered that late: what read-ahead is for. ``--mixture`` reads
 the shards as a MixtureDataset of two robots (the first half of the shards and the second, weights 0.5
-each) instead of one FrameDataset.
+each) instead of one FrameDataset. ``--step-ms`` makes the consumer wait that long after each batch, as a
+training step on a GPU would (the CPU free meanwhile): the time read-ahead has to hide a round trip in.
 """
 
 from __future__ import annotations
@@ -62,11 +63,12 @@ def write_shards(folder: Path, shards: int, episodes: int, frames: int, size: in
     return paths
 
 
-def epoch_rates(dataset, epochs: int, batch: int, counts=None,
-                read_ahead: int = 0) -> list[tuple[float, float, float, float, float]]:
+def epoch_rates(dataset, epochs: int, batch: int, counts=None, read_ahead: int = 0,
+                step_s: float = 0.0) -> list[tuple[float, float, float, float, float]]:
     """(frames/s, requests per batch, bytes per batch, CPU seconds of this process (the moto server's
     threads live here), CPU seconds of the workers) of each epoch of a shuffled 2-worker DataLoader
-    whose workers live across epochs; ``read_ahead`` > 0: its batches from a ReadAheadSampler of that depth."""
+    whose workers live across epochs; ``read_ahead`` > 0: its batches from a ReadAheadSampler of that depth;
+    ``step_s``: the consumer waits that long after each batch, as a training step on a GPU does."""
     import torch
 
     from arrayio.robot.torch import ReadAheadSampler, collate
@@ -92,6 +94,8 @@ def epoch_rates(dataset, epochs: int, batch: int, counts=None,
         batches = 0
         for _ in loader:
             batches += 1
+            if step_s:
+                time.sleep(step_s)  # the CPU is free meanwhile, as while a GPU runs the step
             if not workers:
                 workers = [worker.pid for worker in loader._iterator._workers]  # persistent: the same next epoch
         elapsed = time.perf_counter() - started
@@ -193,12 +197,16 @@ def main(argv: list[str] | None = None) -> None:
                         help="serve the shards over HTTP (the tests' range server, in another process), each GET "
                              "answered after MS milliseconds, as an object store a round trip away; default: moto")
     parser.add_argument("--mixture", action="store_true", help="a MixtureDataset of two halves of the shards")
+    parser.add_argument("--step-ms", type=float, default=0.0, metavar="MS",
+                        help="a training step stand-in: the consumer sleeps MS ms after each batch (default 0)")
     parser.add_argument("--read-ahead", type=int, default=READ_AHEAD_BATCHES, metavar="BATCHES",
                         help="batches each worker reads ahead in the read-ahead runs (default: GpuLoader's)")
     _rows.add_arguments(parser)
     args = parser.parse_args(argv)
     if args.quick:
         args.shards, args.episodes, args.frames, args.repeat = 2, 4, 64, 1
+    if not 0 <= args.step_ms < 10_000:
+        parser.error(f"--step-ms must be in 0..10000, got {args.step_ms:g}")
     if args.read_ahead < 1:
         parser.error(f"--read-ahead must be at least 1, got {args.read_ahead}")
     if args.mixture and args.shards < 2:
@@ -208,7 +216,8 @@ def main(argv: list[str] | None = None) -> None:
         f"HTTP on loopback (another process), each GET answered after {args.http_delay_ms:g} ms"
     data = (f"{args.shards} shards x {args.episodes} episodes x {args.frames} frames, 2 JPEG cameras "
             f"{args.size}x{args.size}, batch {args.batch}, 2 workers, {args.epochs} epochs, best of {args.repeat}, "
-            f"{served}{', a mixture of two halves' if args.mixture else ''}; load average {os.getloadavg()[0]:.1f} at the start")
+            f"{served}{', a mixture of two halves' if args.mixture else ''}"
+            f"{f', a {args.step_ms:g} ms step stand-in per batch' if args.step_ms else ''}; load average {os.getloadavg()[0]:.1f} at the start")
     with tempfile.TemporaryDirectory() as scratch:
         paths = write_shards(Path(scratch), args.shards, args.episodes, args.frames, args.size)
         total = sum(path.stat().st_size for path in paths)
@@ -218,12 +227,13 @@ def main(argv: list[str] | None = None) -> None:
             remote: dict[int, list[tuple[float, float, float, float, float]]] = {0: [], args.read_ahead: []}
             for _ in range(args.repeat):  # interleaved, each with fresh workers (a cold first epoch); best kept
                 local = best_epochs(local, epoch_rates(training_set(paths, None, args.mixture), args.epochs,
-                                                       args.batch))
+                                                       args.batch, step_s=args.step_ms / 1e3))
                 for read_ahead in (0, args.read_ahead):
                     remote_dataset = training_set(server.shard_urls if args.mixture else server.urls, server.options,
                                                   args.mixture)
                     remote[read_ahead] = best_epochs(remote[read_ahead], epoch_rates(
-                        remote_dataset, args.epochs, args.batch, server.counts, read_ahead=read_ahead))
+                        remote_dataset, args.epochs, args.batch, server.counts, read_ahead=read_ahead,
+                        step_s=args.step_ms / 1e3))
         finally:
             server.stop()
     print(data)
@@ -231,7 +241,7 @@ def main(argv: list[str] | None = None) -> None:
     cores = len(os.sched_getaffinity(0))
     epoch_frames = args.shards * args.episodes * args.frames // args.batch * args.batch  # drop_last
     where = ("s3" if args.http_delay_ms is None else f"http ({args.http_delay_ms:g} ms a GET)") + \
-        (", a mixture of two halves" if args.mixture else "")
+        (", a mixture of two halves" if args.mixture else "") + (f", {args.step_ms:g} ms step" if args.step_ms else "")
     for read_ahead, label in ((0, ""), (args.read_ahead, f", next {args.read_ahead} batch(es) read ahead")):
         for epoch, (mine, theirs) in enumerate(zip(remote[read_ahead], local)):
             remote_rate, requests, sent, server_cpu, worker_cpu = mine
