@@ -105,16 +105,19 @@ class BatchReads:
             positions = range(len(self))
         return {int(position): self.entry(int(position)) for position in positions}
 
-    def prefetch_episodes(self: Any, positions: Sequence[int], *, images: bool = True) -> None:
-        """Fetch the state/action sections (and image sections) of the episodes at ``positions`` from a
-        remote file ahead of reading them: sections that lie back to back go in one request, with the
-        episodes in small gaps between them (FILL_BYTES) fetched too (a no-op for a mapped file)."""
+    def prefetch_episodes(self: Any, positions: Sequence[int], *, images: bool = True, meta: bool = False) -> None:
+        """Fetch the state/action sections (and image sections, and metadata: what ``read_episode`` reads) of
+        the episodes at ``positions`` from a remote file ahead of reading them: sections that lie back to back
+        go in one request, with the episodes in small gaps between them (FILL_BYTES) fetched too (a no-op for
+        a mapped file)."""
         source = self.source  # a closed reader fails here, whatever ``positions`` is
         entries = [self.entry(int(position)) for position in positions]
         if source.buffer is None and len(entries) > 1:
             entries += self._between([int(position) % len(self) for position in positions], entries, images)
         ranges = []
         for entry in entries:
+            if meta:
+                ranges.append((entry.meta_offset, entry.meta_length))
             ranges.append((entry.actions_offset, entry.actions_length))
             if images:
                 ranges.append((entry.images_offset, entry.images_length))

@@ -248,9 +248,14 @@ class ShardSet:
         episodes = np.unique(self.locate(self.check_frames(items)))
         if len(beside):  # (none where a mixture's batch holds none of this set's frames)
             episodes = np.setdiff1d(episodes, self.locate(self.check_frames(beside)))
+        self.read_ahead_episodes(episodes, images=images)
+
+    def read_ahead_episodes(self, episodes: np.ndarray, *, images: bool, meta: bool = False) -> None:
+        """:meth:`read_ahead` of the global ``episodes`` (distinct) themselves (``meta``: their metadata too,
+        for whole-episode reads)."""
         planned = self._sections_to_fetch(episodes, images)  # the files opened here, not in the thread
         if planned:
-            self._ahead = (os.getpid(), _read_ahead_threads().submit(_fetch_sections, planned, images))
+            self._ahead = (os.getpid(), _read_ahead_threads().submit(_fetch_sections, planned, images, meta))
 
     def wait_read_ahead(self) -> None:
         """Wait for this process's read-ahead, if one runs (its errors are the later reads' to meet)."""
@@ -406,18 +411,19 @@ class _EpisodeRows:
         self.used = end
 
 
-def prefetch_together(wanted: Sequence[tuple[ShardSet, np.ndarray]], *, images: bool) -> None:
-    """:meth:`ShardSet.prefetch` of (set, its distinct episodes) pairs, every set's requests side by side."""
+def prefetch_together(wanted: Sequence[tuple[ShardSet, np.ndarray]], *, images: bool, meta: bool = False) -> None:
+    """:meth:`ShardSet.prefetch` of (set, its distinct episodes) pairs, every set's requests side by side
+    (``meta``: the episodes' metadata too)."""
     _fetch_sections([planned for shards, episodes in wanted for planned in shards._sections_to_fetch(episodes, images)],
-                    images)
+                    images, meta)
 
 
-def _fetch_sections(planned: list[tuple[KdbFile, list[int]]], images: bool) -> None:
+def _fetch_sections(planned: list[tuple[KdbFile, list[int]]], images: bool, meta: bool = False) -> None:
     """Fetch the sections of the episodes at each file's positions, the files up to FETCH_THREADS at once."""
     if len(planned) == 1:
-        planned[0][0].prefetch_episodes(planned[0][1], images=images)
+        planned[0][0].prefetch_episodes(planned[0][1], images=images, meta=meta)
     elif planned:
-        list(_fetch_pool().map(lambda kdb, positions: kdb.prefetch_episodes(positions, images=images),
+        list(_fetch_pool().map(lambda kdb, positions: kdb.prefetch_episodes(positions, images=images, meta=meta),
                                *zip(*planned)))
 
 
