@@ -91,25 +91,30 @@ def epoch_rates(dataset, epochs: int, batch: int, counts=None, read_ahead: int =
         started = time.perf_counter()
         main_cpu = _rows.cpu_seconds(os.getpid())
         worker_cpu = sum(_rows.cpu_seconds(pid) for pid in workers)  # 0 before the workers start
-        batches = 0
-        for _ in loader:
+        batches = frames = 0
+        for got in loader:
             batches += 1
+            # A batch of frames names each; a batch of whole episodes (one, collated) holds (1, frames, ...) steps.
+            frames += len(got["index"]) if "index" in got else int(np.prod(got["states"].shape[:2]))
             if step_s:
                 time.sleep(step_s)  # the CPU is free meanwhile, as while a GPU runs the step
             if not workers:
                 workers = [worker.pid for worker in loader._iterator._workers]  # persistent: the same next epoch
         elapsed = time.perf_counter() - started
         requests, sent = counts.total() if counts is not None else (0, 0)
-        results.append((batches * batch / elapsed, requests / batches, sent / batches,
+        results.append((frames / elapsed, requests / batches, sent / batches,
                         _rows.cpu_seconds(os.getpid()) - main_cpu,
                         sum(_rows.cpu_seconds(pid) for pid in workers) - worker_cpu))
     return results
 
 
-def training_set(shards: Any, options: dict | None, mixture: bool) -> Any:
-    """A FrameDataset over ``shards`` (a glob or a list), or with ``mixture`` a MixtureDataset of two halves."""
-    from arrayio.robot.torch import FrameDataset, MixtureDataset
+def training_set(shards: Any, options: dict | None, mixture: bool, whole_episodes: bool = False) -> Any:
+    """A FrameDataset over ``shards`` (a glob or a list), or with ``mixture`` a MixtureDataset of two halves, or
+    with ``whole_episodes`` an EpisodeDataset."""
+    from arrayio.robot.torch import EpisodeDataset, FrameDataset, MixtureDataset
 
+    if whole_episodes:
+        return EpisodeDataset(shards, storage_options=options, image_format="uint8")
     if not mixture:
         return FrameDataset(shards, storage_options=options, image_format="uint8")
     half = len(shards) // 2
@@ -197,6 +202,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="serve the shards over HTTP (the tests' range server, in another process), each GET "
                              "answered after MS milliseconds, as an object store a round trip away; default: moto")
     parser.add_argument("--mixture", action="store_true", help="a MixtureDataset of two halves of the shards")
+    parser.add_argument("--whole-episodes", action="store_true",
+                        help="an EpisodeDataset, one whole episode a batch (frames/s counts its frames)")
     parser.add_argument("--step-ms", type=float, default=0.0, metavar="MS",
                         help="a training step stand-in: the consumer sleeps MS ms after each batch (default 0)")
     parser.add_argument("--read-ahead", type=int, default=READ_AHEAD_BATCHES, metavar="BATCHES",
@@ -209,6 +216,10 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--step-ms must be in 0..10000, got {args.step_ms:g}")
     if args.read_ahead < 1:
         parser.error(f"--read-ahead must be at least 1, got {args.read_ahead}")
+    if args.whole_episodes and args.mixture:
+        parser.error("--whole-episodes reads one set of shards, not a mixture")
+    if args.whole_episodes:
+        args.batch = 1
     if args.mixture and args.shards < 2:
         parser.error("--mixture needs at least 2 shards (one for each robot)")
 
@@ -217,6 +228,7 @@ def main(argv: list[str] | None = None) -> None:
     data = (f"{args.shards} shards x {args.episodes} episodes x {args.frames} frames, 2 JPEG cameras "
             f"{args.size}x{args.size}, batch {args.batch}, 2 workers, {args.epochs} epochs, best of {args.repeat}, "
             f"{served}{', a mixture of two halves' if args.mixture else ''}"
+            f"{', whole episodes (EpisodeDataset)' if args.whole_episodes else ''}"
             f"{f', a {args.step_ms:g} ms step stand-in per batch' if args.step_ms else ''}; load average {os.getloadavg()[0]:.1f} at the start")
     with tempfile.TemporaryDirectory() as scratch:
         paths = write_shards(Path(scratch), args.shards, args.episodes, args.frames, args.size)
@@ -226,11 +238,12 @@ def main(argv: list[str] | None = None) -> None:
             local: list[tuple[float, float, float, float, float]] = []
             remote: dict[int, list[tuple[float, float, float, float, float]]] = {0: [], args.read_ahead: []}
             for _ in range(args.repeat):  # interleaved, each with fresh workers (a cold first epoch); best kept
-                local = best_epochs(local, epoch_rates(training_set(paths, None, args.mixture), args.epochs,
+                local = best_epochs(local, epoch_rates(training_set(paths, None, args.mixture, args.whole_episodes),
+                                                       args.epochs,
                                                        args.batch, step_s=args.step_ms / 1e3))
                 for read_ahead in (0, args.read_ahead):
                     remote_dataset = training_set(server.shard_urls if args.mixture else server.urls, server.options,
-                                                  args.mixture)
+                                                  args.mixture, args.whole_episodes)
                     remote[read_ahead] = best_epochs(remote[read_ahead], epoch_rates(
                         remote_dataset, args.epochs, args.batch, server.counts, read_ahead=read_ahead,
                         step_s=args.step_ms / 1e3))
@@ -241,7 +254,8 @@ def main(argv: list[str] | None = None) -> None:
     cores = len(os.sched_getaffinity(0))
     epoch_frames = args.shards * args.episodes * args.frames // args.batch * args.batch  # drop_last
     where = ("s3" if args.http_delay_ms is None else f"http ({args.http_delay_ms:g} ms a GET)") + \
-        (", a mixture of two halves" if args.mixture else "") + (f", {args.step_ms:g} ms step" if args.step_ms else "")
+        (", a mixture of two halves" if args.mixture else "") + (f", {args.step_ms:g} ms step" if args.step_ms else "") + \
+        (", whole episodes" if args.whole_episodes else "")
     for read_ahead, label in ((0, ""), (args.read_ahead, f", next {args.read_ahead} batch(es) read ahead")):
         for epoch, (mine, theirs) in enumerate(zip(remote[read_ahead], local)):
             remote_rate, requests, sent, server_cpu, worker_cpu = mine
