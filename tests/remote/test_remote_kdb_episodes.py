@@ -124,3 +124,25 @@ def test_two_workers_read_episodes_ahead_as_the_local_files_give_them(episode_fi
     shard_bytes = sum(path.stat().st_size for path in episode_files)
     assert sent <= 2 * shard_bytes + 2 * SHARDS * (64 << 10), (sent, shard_bytes)
     assert requests <= 3 * SHARDS * 3 + 2 * SHARDS * EPISODES, requests
+
+
+def test_a_bad_item_of_a_later_batch_fails_that_batch_not_this_one(episode_files, remote_episodes, s3_options):
+    """Before, a batch whose read-ahead named an item outside the dataset (or not an integer) raised for an
+    item it does not hold; the batch that holds it raises, naming it."""
+    from arrayio.robot.torch import FrameDataset, collate
+
+    episodes = EpisodeDataset(remote_episodes, storage_options=s3_options, image_format="uint8")
+    frames = FrameDataset(remote_episodes, storage_options=s3_options, image_format="uint8")
+    local_episodes = EpisodeDataset(episode_files, image_format="uint8")
+    local_frames = FrameDataset(episode_files, image_format="uint8")
+    for later in ([10**6], [0.5], [-10**6]):
+        batch = ReadAheadBatch([1, 2])
+        batch.ahead = later
+        for got, number in zip(episodes.__getitems__(batch), [1, 2]):
+            _assert_same(got, local_episodes[number])
+        got = collate(frames.__getitems__(batch))
+        assert torch.equal(got["image.front"], collate(local_frames.__getitems__([1, 2]))["image.front"])
+        for dataset in (episodes, frames):
+            dataset.shards.wait_read_ahead()
+            with pytest.raises((IndexError, TypeError), match="outside|whole number|integer"):
+                dataset.__getitems__(later)

@@ -245,7 +245,11 @@ class ShardSet:
         those bytes, which say what went wrong."""
         if not self.remote or not len(items):
             return
-        episodes = np.unique(self.locate(self.check_frames(items)))
+        try:
+            frames = self.check_frames(items)
+        except (TypeError, ValueError, IndexError):  # the batch that holds them will say what is wrong, not this one
+            return
+        episodes = np.unique(self.locate(frames))
         if len(beside):  # (none where a mixture's batch holds none of this set's frames)
             episodes = np.setdiff1d(episodes, self.locate(self.check_frames(beside)))
         self.read_ahead_episodes(episodes, images=images)

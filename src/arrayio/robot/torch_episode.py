@@ -52,7 +52,10 @@ class EpisodeDataset(Dataset):
         shards.wait_read_ahead()  # this batch's bytes may be on their way: not asked for twice
         ahead = getattr(items, "ahead", None)
         if ahead is not None and shards.remote:
-            later = np.setdiff1d(np.array([self._episode(item) for item in ahead], np.int64), episodes)
+            try:
+                later = np.setdiff1d(np.array([self._episode(item) for item in ahead], np.int64), episodes)
+            except (TypeError, IndexError):  # the batch that holds them will say what is wrong, not this one
+                later = np.zeros(0, np.int64)
             shards.read_ahead_episodes(later, images=True, meta=True)
         prefetch_together([(shards, np.unique(episodes))], images=True, meta=True)
         return [self._read(episode) for episode in episodes]
