@@ -205,3 +205,29 @@ def samples(sample_folder) -> Callable[[str], Path]:
             written[kind] = write_sample(kind, sample_folder)
         return written[kind]
     return get
+
+
+@pytest.fixture
+def fetches_meet(monkeypatch) -> Callable[..., list]:
+    """``fetches_meet(thread_prefix="")``: from now on each kdb episode prefetch (``KdbFile.prefetch_episodes``)
+    on a thread whose name starts so first waits at a barrier of two; the list it returns gets each arrival's
+    number. Two fetches that run side by side meet there; one waiting for the other breaks the barrier
+    (BrokenBarrierError, after 5 s), and the list then stays short."""
+    import threading
+
+    from arrayio.kdb import KdbFile
+
+    def patch(thread_prefix: str = "") -> list:
+        met = threading.Barrier(2, timeout=5)
+        arrivals: list = []
+        original = KdbFile.prefetch_episodes
+
+        def meet_then_fetch(self, positions, **options):
+            if threading.current_thread().name.startswith(thread_prefix):
+                arrivals.append(met.wait())
+            return original(self, positions, **options)
+
+        monkeypatch.setattr(KdbFile, "prefetch_episodes", meet_then_fetch)
+        return arrivals
+
+    return patch

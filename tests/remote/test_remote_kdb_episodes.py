@@ -80,23 +80,11 @@ def test_whole_episodes_are_read_ahead_and_never_asked_for_twice(episode_files, 
 
 
 def test_a_batch_of_episodes_in_two_shards_fetches_both_at_once(episode_files, remote_episodes, s3_options,
-                                                                 s3_server, monkeypatch):
+                                                                 s3_server, fetches_meet):
     """Before, a batch of episodes was read one episode after another: a round trip each. Both shards' fetches
     now meet at a barrier, which one waiting for the other would break."""
-    import threading
-
-    from arrayio.kdb import KdbFile
-
     dataset = _opened(EpisodeDataset(remote_episodes, storage_options=s3_options, image_format="uint8"))
-    met = threading.Barrier(2, timeout=5)
-    fetched = []
-    original = KdbFile.prefetch_episodes
-
-    def meet_then_fetch(self, positions, **options):
-        fetched.append(met.wait())
-        return original(self, positions, **options)
-
-    monkeypatch.setattr(KdbFile, "prefetch_episodes", meet_then_fetch)
+    fetched = fetches_meet()
     s3_server.counts.reset()
     got = dataset.__getitems__([2, EPISODES + 2])  # shards 0 and 1
     assert sorted(fetched) == [0, 1]

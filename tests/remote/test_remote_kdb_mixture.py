@@ -178,23 +178,10 @@ def test_gpu_loader_reads_a_remote_mixture_ahead_with_two_workers_as_the_local_o
 
 
 def test_the_remote_datasets_of_a_mixture_read_ahead_side_by_side(robot_files, remote_robots, s3_options, s3_server,
-                                                                   monkeypatch):
+                                                                   fetches_meet):
     """Before, one thread per process read ahead, so a mixture of N remote robots waited N round trips for its
     next batch. Each set's fetch now meets the other's at a barrier: one waiting for the other would break it."""
-    import threading
-
-    from arrayio.kdb import KdbFile
-
-    met = threading.Barrier(2, timeout=10)
-    fetched = []
-    original = KdbFile.prefetch_episodes
-
-    def meet_then_fetch(self, positions, **options):
-        if threading.current_thread().name.startswith("arrayio-kdb-read-ahead"):
-            fetched.append(met.wait())  # raises BrokenBarrierError unless the other set's fetch runs meanwhile
-        return original(self, positions, **options)
-
-    monkeypatch.setattr(KdbFile, "prefetch_episodes", meet_then_fetch)
+    fetched = fetches_meet("arrayio-kdb-read-ahead")
     remote = _mixture(remote_robots, storage_options=s3_options)
     local = _mixture(robot_files)
     sources, inner = remote.plan()
@@ -210,21 +197,9 @@ def test_the_remote_datasets_of_a_mixture_read_ahead_side_by_side(robot_files, r
 
 
 def test_a_batch_of_two_remote_robots_fetches_both_at_once(robot_files, remote_robots, s3_options, s3_server,
-                                                           monkeypatch):
+                                                           fetches_meet):
     """Before, a mixture's batch fetched its datasets' sections one dataset after another: a batch of N remote
     robots waited N round trips. Both fetches now meet at a barrier, which one waiting for the other breaks."""
-    import threading
-
-    from arrayio.kdb import KdbFile
-
-    met = threading.Barrier(2, timeout=5)
-    fetched = []
-    original = KdbFile.prefetch_episodes
-
-    def meet_then_fetch(self, positions, **options):
-        fetched.append(met.wait())
-        return original(self, positions, **options)
-
     remote = _mixture(remote_robots, storage_options=s3_options)
     local = _mixture(robot_files)
     sources, inner = remote.plan()
@@ -232,7 +207,7 @@ def test_a_batch_of_two_remote_robots_fetches_both_at_once(robot_files, remote_r
     for dataset in remote.datasets:
         for shard in range(len(dataset.shards.sources)):
             assert len(dataset.shards.file(shard).index)
-    monkeypatch.setattr(KdbFile, "prefetch_episodes", meet_then_fetch)
+    fetched = fetches_meet()
     got = collate(remote.__getitems__(both))
     assert sorted(fetched) == [0, 1]
     _assert_same(got, collate(local.__getitems__(both)))
