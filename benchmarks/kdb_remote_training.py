@@ -10,7 +10,7 @@ second is what later epochs cost. Goal: remote >= 0.8 of local frames/s. Each ep
 ``--repeat`` runs with fresh workers, local and remote interleaved; CPU seconds of the workers and of this
 process (where moto's server threads run) are printed beside them: on a 2-core machine moto's share is
 what the cold epoch waits for. Each remote epoch runs twice: plain, and with each worker's next
-``--read-ahead`` batches (default: GpuLoader's, 2) read ahead (``ReadAheadSampler``). ``--http-delay-ms``
+``--batches-ahead`` batches (default: GpuLoader's, 2) read ahead (``ReadAheadSampler``). ``--http-delay-ms``
 serves the shards over HTTP instead, each GET answered that late: what read-ahead is for. ``--mixture`` reads
 the shards as a MixtureDataset of two robots (the first half of the shards and the second, weights 0.5
 each) instead of one FrameDataset. ``--step-ms`` makes the consumer wait that long after each batch, as a
@@ -40,7 +40,7 @@ from kdb import CAMERAS, POOL, synthetic_pool  # noqa: E402 - benchmarks/kdb.py,
 
 from arrayio import kdb  # noqa: E402
 from arrayio.kdb import EncodedImage  # noqa: E402
-from arrayio.robot.torch_loader import READ_AHEAD_BATCHES  # noqa: E402
+from arrayio.robot.torch_loader import BATCHES_AHEAD  # noqa: E402
 
 AREA = "kdb-remote-training"
 BUCKET = "arrayio-bench"
@@ -63,21 +63,21 @@ def write_shards(folder: Path, shards: int, episodes: int, frames: int, size: in
     return paths
 
 
-def epoch_rates(dataset, epochs: int, batch: int, counts=None, read_ahead: int = 0,
+def epoch_rates(dataset, epochs: int, batch: int, counts=None, batches_ahead: int = 0,
                 step_s: float = 0.0) -> list[tuple[float, float, float, float, float]]:
     """(frames/s, requests per batch, bytes per batch, CPU seconds of this process (the moto server's
     threads live here), CPU seconds of the workers) of each epoch of a shuffled 2-worker DataLoader
-    whose workers live across epochs; ``read_ahead`` > 0: its batches from a ReadAheadSampler of that depth;
+    whose workers live across epochs; ``batches_ahead`` > 0: its batches from a ReadAheadSampler reading that many ahead;
     ``step_s``: the consumer waits that long after each batch, as a training step on a GPU does."""
     import torch
 
     from arrayio.robot.torch import ReadAheadSampler, collate
 
     generator = torch.Generator().manual_seed(1)
-    if read_ahead:
+    if batches_ahead:
         batches = torch.utils.data.BatchSampler(torch.utils.data.RandomSampler(dataset, generator=generator), batch,
                                                 drop_last=True)
-        loader = torch.utils.data.DataLoader(dataset, batch_sampler=ReadAheadSampler(batches, 2, read_ahead),
+        loader = torch.utils.data.DataLoader(dataset, batch_sampler=ReadAheadSampler(batches, 2, batches_ahead),
                                              num_workers=2, collate_fn=collate, persistent_workers=True)
     else:
         loader = torch.utils.data.DataLoader(dataset, batch_size=batch, shuffle=True, num_workers=2,
@@ -206,7 +206,7 @@ def main(argv: list[str] | None = None) -> None:
                         help="an EpisodeDataset, one whole episode a batch (frames/s counts its frames)")
     parser.add_argument("--step-ms", type=float, default=0.0, metavar="MS",
                         help="a training step stand-in: the consumer sleeps MS ms after each batch (default 0)")
-    parser.add_argument("--read-ahead", type=int, default=READ_AHEAD_BATCHES, metavar="BATCHES",
+    parser.add_argument("--batches-ahead", type=int, default=BATCHES_AHEAD, metavar="N",
                         help="batches each worker reads ahead in the read-ahead runs (default: GpuLoader's)")
     _rows.add_arguments(parser)
     args = parser.parse_args(argv)
@@ -214,8 +214,8 @@ def main(argv: list[str] | None = None) -> None:
         args.shards, args.episodes, args.frames, args.repeat = 2, 4, 64, 1
     if not 0 <= args.step_ms < 10_000:
         parser.error(f"--step-ms must be in 0..10000, got {args.step_ms:g}")
-    if args.read_ahead < 1:
-        parser.error(f"--read-ahead must be at least 1, got {args.read_ahead}")
+    if args.batches_ahead < 1:
+        parser.error(f"--batches-ahead must be at least 1, got {args.batches_ahead}")
     if args.whole_episodes and args.mixture:
         parser.error("--whole-episodes reads one set of shards, not a mixture")
     if args.whole_episodes:
@@ -236,16 +236,16 @@ def main(argv: list[str] | None = None) -> None:
         server = Moto(paths) if args.http_delay_ms is None else DelayedHttp(args.http_delay_ms, paths)
         try:
             local: list[tuple[float, float, float, float, float]] = []
-            remote: dict[int, list[tuple[float, float, float, float, float]]] = {0: [], args.read_ahead: []}
+            remote: dict[int, list[tuple[float, float, float, float, float]]] = {0: [], args.batches_ahead: []}
             for _ in range(args.repeat):  # interleaved, each with fresh workers (a cold first epoch); best kept
                 local = best_epochs(local, epoch_rates(training_set(paths, None, args.mixture, args.whole_episodes),
                                                        args.epochs,
                                                        args.batch, step_s=args.step_ms / 1e3))
-                for read_ahead in (0, args.read_ahead):
+                for batches_ahead in (0, args.batches_ahead):
                     remote_dataset = training_set(server.shard_urls if args.mixture else server.urls, server.options,
                                                   args.mixture, args.whole_episodes)
-                    remote[read_ahead] = best_epochs(remote[read_ahead], epoch_rates(
-                        remote_dataset, args.epochs, args.batch, server.counts, read_ahead=read_ahead,
+                    remote[batches_ahead] = best_epochs(remote[batches_ahead], epoch_rates(
+                        remote_dataset, args.epochs, args.batch, server.counts, batches_ahead=batches_ahead,
                         step_s=args.step_ms / 1e3))
         finally:
             server.stop()
@@ -256,8 +256,8 @@ def main(argv: list[str] | None = None) -> None:
     where = ("s3" if args.http_delay_ms is None else f"http ({args.http_delay_ms:g} ms a GET)") + \
         (", a mixture of two halves" if args.mixture else "") + (f", {args.step_ms:g} ms step" if args.step_ms else "") + \
         (", whole episodes" if args.whole_episodes else "")
-    for read_ahead, label in ((0, ""), (args.read_ahead, f", next {args.read_ahead} batch(es) read ahead")):
-        for epoch, (mine, theirs) in enumerate(zip(remote[read_ahead], local)):
+    for batches_ahead, label in ((0, ""), (args.batches_ahead, f", next {args.batches_ahead} batch(es) read ahead")):
+        for epoch, (mine, theirs) in enumerate(zip(remote[batches_ahead], local)):
             remote_rate, requests, sent, server_cpu, worker_cpu = mine
             local_rate, _, _, main_cpu, local_worker_cpu = theirs
             counted = "requests not counted (the server's own process)" if server.counts is None else \

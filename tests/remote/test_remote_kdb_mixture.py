@@ -234,7 +234,7 @@ def test_gpu_loader_over_remote_robots_that_cannot_share_a_batch_on_one_rank_of_
     remote = robots(remote_robots[arm], gripper_url, storage_options=s3_options)
     sampler = remote.batch_sampler(6, num_replicas=2, rank=1)
     loader = GpuLoader(remote, batch_sampler=sampler, num_workers=2, device="cpu", decode="cpu", image_format="uint8")
-    assert isinstance(loader.loader.batch_sampler, ReadAheadSampler) and loader.loader.batch_sampler.depth == 2
+    assert isinstance(loader.loader.batch_sampler, ReadAheadSampler) and loader.loader.batch_sampler.batches_ahead == 2
     got = list(loader)
     dealt = local.batch_sampler(6, num_replicas=2, rank=1).batches()
     assert len(got) == len(dealt) == len(sampler)

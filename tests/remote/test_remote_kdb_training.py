@@ -356,13 +356,13 @@ def test_the_read_ahead_sampler_hands_each_batch_the_next_one_of_its_process():
 
     sent = pickle.loads(pickle.dumps(list(ReadAheadSampler(batches, 2))[0]))
     assert sent == [0, 1] and sent.ahead == [4, 5]
-    for workers, span in ((2, 2), (0, 1)):  # depth 2: the two batches its process reads next
-        made = list(ReadAheadSampler(batches, workers, depth=2))
+    for workers, span in ((2, 2), (0, 1)):  # two batches ahead: those its process reads next
+        made = list(ReadAheadSampler(batches, workers, batches_ahead=2))
         assert made == batches and [batch.ahead for batch in made] == [
             sum((batches[later] for later in (number + span, number + 2 * span) if later < 5), []) or None
             for number in range(5)]
-    with pytest.raises(ValueError, match="depth must be >= 1"):
-        ReadAheadSampler(batches, 2, depth=0)
+    with pytest.raises(ValueError, match="batches_ahead must be >= 1"):
+        ReadAheadSampler(batches, 2, batches_ahead=0)
 
 
 def test_reading_two_batches_ahead_asks_for_nothing_twice(shard_files, remote_shards, s3_options, s3_server):
@@ -375,7 +375,7 @@ def test_reading_two_batches_ahead_asks_for_nothing_twice(shard_files, remote_sh
     batches = [_episode_frames(shard, episode, range(3)) for shard, episode in places]
     local = FrameDataset(shard_files, image_format="uint8")
     totals = []
-    for depth in (None, 2):
+    for ahead in (None, 2):
         dataset = FrameDataset(remote_shards, storage_options=s3_options, image_format="uint8")
         for shard in range(SHARDS):
             assert len(dataset.shards.file(shard).index)
@@ -385,7 +385,7 @@ def test_reading_two_batches_ahead_asks_for_nothing_twice(shard_files, remote_sh
             return sum(count for path, count in dict(s3_server.counts.requests).items()
                        if path.endswith(f"part-{shard}.kdb"))
 
-        sampled = batches if depth is None else ReadAheadSampler(batches, 0, depth=depth)
+        sampled = batches if ahead is None else ReadAheadSampler(batches, 0, batches_ahead=ahead)
         for batch, (shard, _) in zip(sampled, places):
             before = asked(shard)
             got = collate(dataset.__getitems__(batch))
@@ -394,7 +394,7 @@ def test_reading_two_batches_ahead_asks_for_nothing_twice(shard_files, remote_sh
             assert all(torch.equal(got[key], want[key]) for key in ("state", "image.front", "index"))
             dataset.shards.wait_read_ahead()
             if len(asked_by_batch) == 1:  # two batches ahead: the third batch's shard asked for already
-                assert (asked(2) > 0) == (depth == 2)
+                assert (asked(2) > 0) == (ahead == 2)
         totals.append((s3_server.counts.total()[0], asked_by_batch))
     (plain, plain_by_batch), (ahead, ahead_by_batch) = totals
     assert ahead == plain and min(plain_by_batch) > 0
@@ -469,12 +469,12 @@ def test_two_workers_read_ahead_across_remote_shards_as_over_local_files(shard_f
     assert_as_local(list(loader))
     assert not isinstance(GpuLoader(local, batch_size=10, device="cpu", decode="cpu").loader.batch_sampler,
                           ReadAheadSampler)
-    assert loader.read_ahead == 2 and loader.loader.batch_sampler.depth == 2  # the next two batches by default
-    assert not isinstance(GpuLoader(remote, batch_size=10, device="cpu", decode="cpu", read_ahead=0).loader
+    assert loader.batches_ahead == 2 and loader.loader.batch_sampler.batches_ahead == 2  # the next two batches by default
+    assert not isinstance(GpuLoader(remote, batch_size=10, device="cpu", decode="cpu", batches_ahead=0).loader
                           .batch_sampler, ReadAheadSampler)
     for bad, error in ((-1, ValueError), (1.5, TypeError)):
-        with pytest.raises(error, match="read_ahead"):
-            GpuLoader(remote, batch_size=10, device="cpu", decode="cpu", read_ahead=bad)
+        with pytest.raises(error, match="batches_ahead"):
+            GpuLoader(remote, batch_size=10, device="cpu", decode="cpu", batches_ahead=bad)
 
 
 _AFTER_A_WORKER = """

@@ -256,31 +256,31 @@ class ReadAheadSampler(torch.utils.data.Sampler):
     """``batch_sampler``'s batches as :class:`ReadAheadBatch` for a DataLoader with ``workers`` workers.
 
     A DataLoader hands batch k to worker k % workers (the main process reads every batch when there are
-    none), so each batch's ``ahead`` is the batch ``max(workers, 1)`` places later, and with ``depth`` d
-    the d batches its process reads after this one (each already asked for by the batch before is not
+    none), so each batch's ``ahead`` is the batch ``max(workers, 1)`` places later, and with ``batches_ahead`` n
+    the n batches its process reads after this one (each already asked for by the batch before is not
     asked for again). Where a worker falls out of that order (one stops early), a read-ahead fetches
     bytes another process reads: more requests, never other results. Pass it as the DataLoader's
     ``batch_sampler``.
     """
 
-    def __init__(self, batch_sampler: Any, workers: int, depth: int = 1) -> None:
+    def __init__(self, batch_sampler: Any, workers: int, batches_ahead: int = 1) -> None:
         self.batch_sampler = batch_sampler
         self.span = max(whole_number("workers", workers, 0), 1)
-        self.depth = whole_number("depth", depth, 1)
+        self.batches_ahead = whole_number("batches_ahead", batches_ahead, 1)
 
     def __iter__(self) -> Any:
         waiting: list[ReadAheadBatch] = []
         for indices in self.batch_sampler:
             waiting.append(ReadAheadBatch(indices))
-            if len(waiting) > self.span * self.depth:
+            if len(waiting) > self.span * self.batches_ahead:
                 yield self._with_ahead(waiting)
         while waiting:
             yield self._with_ahead(waiting)
 
     def _with_ahead(self, waiting: list[ReadAheadBatch]) -> ReadAheadBatch:
-        """The first of ``waiting``, taken out, with the items of the ``depth`` batches its process reads next."""
+        """The first of ``waiting``, taken out, with the items of the ``batches_ahead`` batches its process reads next."""
         batch = waiting.pop(0)
-        later = [item for step in range(1, self.depth + 1) if step * self.span <= len(waiting)
+        later = [item for step in range(1, self.batches_ahead + 1) if step * self.span <= len(waiting)
                  for item in waiting[step * self.span - 1]]
         batch.ahead = later or None
         return batch

@@ -371,7 +371,7 @@ SLOTS = 3
 SWITCH_INTERVAL_S = 0.001
 # Batches each process reads ahead over remote shards: at 50 ms a request two gave 12-22 % more frames/s in a cold
 # epoch than one, and at loopback speed as many as one (docs/benchmarks.md).
-READ_AHEAD_BATCHES = 2
+BATCHES_AHEAD = 2
 
 
 class GpuLoader:
@@ -389,7 +389,7 @@ class GpuLoader:
     ``stats`` says where the time went (:class:`LoaderStats`).
     ``switch_interval_s``: while the loader iterates, the interpreter's thread
     switch interval is lowered to this (and restored after); None leaves it.
-    Over remote shards each process reads its next ``read_ahead`` batches ahead
+    Over remote shards each process reads its next ``batches_ahead`` batches ahead
     (:class:`ReadAheadSampler`; 0 turns it off), so their round trips overlap this batch's decode.
 
     Two threads feed the consumer: one fetches each batch, copies it into
@@ -407,7 +407,7 @@ class GpuLoader:
     def __init__(self, dataset: Any, batch_size: int = 256, *, num_workers: int = 0, device: Any = "cuda",
                  decode: str = "auto", image_format: str = "float", prefetch: int = 2,
                  cores: int | None = None, switch_interval_s: float | None = SWITCH_INTERVAL_S,
-                 read_ahead: int = READ_AHEAD_BATCHES, **loader_options: Any) -> None:
+                 batches_ahead: int = BATCHES_AHEAD, **loader_options: Any) -> None:
         if decode not in DECODE_CHOICES:
             raise ValueError(f"kdb: decode must be one of {DECODE_CHOICES}, got {decode!r}")
         check_image_format(image_format)
@@ -417,7 +417,7 @@ class GpuLoader:
         self.switch_interval_s = None if switch_interval_s is None else \
             finite_number("switch_interval_s", switch_interval_s, positive=True)
         self.num_workers = whole_number("num_workers", num_workers, 0)
-        self.read_ahead = whole_number("read_ahead", read_ahead, 0)
+        self.batches_ahead = whole_number("batches_ahead", batches_ahead, 0)
         self.cores = len(os.sched_getaffinity(0)) if cores is None else whole_number("cores", cores, 1)
         self.ops = device_ops(device)
         self.device = self.ops.device
@@ -438,11 +438,11 @@ class GpuLoader:
         batching = {"batch_size": self.batch_size} if batch_sampler is None else {"batch_sampler": batch_sampler}
         self.loader = DataLoader(self.dataset, num_workers=num_workers, collate_fn=collate, **batching,
                                  **loader_options)
-        if self.read_ahead and getattr(dataset, "remote", False):  # each process reads its next batches ahead
+        if self.batches_ahead and getattr(dataset, "remote", False):  # each process reads its next batches ahead
             options = {key: value for key, value in loader_options.items()
                        if key not in ("shuffle", "sampler", "drop_last")}  # they made the batch sampler wrapped
             self.loader = DataLoader(self.dataset, batch_sampler=ReadAheadSampler(self.loader.batch_sampler,
-                                                                                  num_workers, self.read_ahead),
+                                                                                  num_workers, self.batches_ahead),
                                      num_workers=num_workers, collate_fn=collate, **options)
         self.stats = LoaderStats()
         self._slots = [_PinnedSlot(self.ops) for _ in range(SLOTS)]
