@@ -67,7 +67,8 @@ def epoch_rates(dataset, epochs: int, batch: int, counts=None, batches_ahead: in
                 step_s: float = 0.0) -> list[tuple[float, float, float, float, float]]:
     """(frames/s, requests per batch, bytes per batch, CPU seconds of this process (the moto server's
     threads live here), CPU seconds of the workers) of each epoch of a shuffled 2-worker DataLoader
-    whose workers live across epochs; ``batches_ahead`` > 0: its batches from a ReadAheadSampler reading that many ahead;
+    whose workers live across epochs; ``batches_ahead`` > 0: its batches from a ReadAheadSampler reading that
+    many ahead;
     ``step_s``: the consumer waits that long after each batch, as a training step on a GPU does."""
     import torch
 
@@ -229,7 +230,8 @@ def main(argv: list[str] | None = None) -> None:
             f"{args.size}x{args.size}, batch {args.batch}, 2 workers, {args.epochs} epochs, best of {args.repeat}, "
             f"{served}{', a mixture of two halves' if args.mixture else ''}"
             f"{', whole episodes (EpisodeDataset)' if args.whole_episodes else ''}"
-            f"{f', a {args.step_ms:g} ms step stand-in per batch' if args.step_ms else ''}; load average {os.getloadavg()[0]:.1f} at the start")
+            f"{f', a {args.step_ms:g} ms step stand-in per batch' if args.step_ms else ''}; "
+            f"load average {os.getloadavg()[0]:.1f} at the start")
     with tempfile.TemporaryDirectory() as scratch:
         paths = write_shards(Path(scratch), args.shards, args.episodes, args.frames, args.size)
         total = sum(path.stat().st_size for path in paths)
@@ -254,7 +256,8 @@ def main(argv: list[str] | None = None) -> None:
     cores = len(os.sched_getaffinity(0))
     epoch_frames = args.shards * args.episodes * args.frames // args.batch * args.batch  # drop_last
     where = ("s3" if args.http_delay_ms is None else f"http ({args.http_delay_ms:g} ms a GET)") + \
-        (", a mixture of two halves" if args.mixture else "") + (f", {args.step_ms:g} ms step" if args.step_ms else "") + \
+        (", a mixture of two halves" if args.mixture else "") + \
+        (f", {args.step_ms:g} ms step" if args.step_ms else "") + \
         (", whole episodes" if args.whole_episodes else "")
     for batches_ahead, label in ((0, ""), (args.batches_ahead, f", next {args.batches_ahead} batch(es) read ahead")):
         for epoch, (mine, theirs) in enumerate(zip(remote[batches_ahead], local)):

@@ -100,8 +100,8 @@ def test_two_workers_read_episodes_ahead_as_the_local_files_give_them(episode_fi
     remote = EpisodeDataset(remote_episodes, storage_options=s3_options, image_format="uint8")
     batches = torch.utils.data.BatchSampler(torch.utils.data.SequentialSampler(remote), 1, drop_last=False)
     s3_server.counts.reset()
-    loader = torch.utils.data.DataLoader(remote, batch_sampler=ReadAheadSampler(batches, 2, batches_ahead=2), num_workers=2,
-                                         collate_fn=lambda episodes: episodes)
+    loader = torch.utils.data.DataLoader(remote, batch_sampler=ReadAheadSampler(batches, 2, batches_ahead=2),
+                                         num_workers=2, collate_fn=lambda episodes: episodes)
     got = [episode for batch in loader for episode in batch]
     requests, sent = s3_server.counts.total()
     assert len(got) == len(local) == SHARDS * EPISODES

@@ -469,7 +469,7 @@ def test_two_workers_read_ahead_across_remote_shards_as_over_local_files(shard_f
     assert_as_local(list(loader))
     assert not isinstance(GpuLoader(local, batch_size=10, device="cpu", decode="cpu").loader.batch_sampler,
                           ReadAheadSampler)
-    assert loader.batches_ahead == 2 and loader.loader.batch_sampler.batches_ahead == 2  # the next two batches by default
+    assert loader.batches_ahead == 2 and loader.loader.batch_sampler.batches_ahead == 2  # two batches by default
     assert not isinstance(GpuLoader(remote, batch_size=10, device="cpu", decode="cpu", batches_ahead=0).loader
                           .batch_sampler, ReadAheadSampler)
     for bad, error in ((-1, ValueError), (1.5, TypeError)):

@@ -278,7 +278,8 @@ class ReadAheadSampler(torch.utils.data.Sampler):
             yield self._with_ahead(waiting)
 
     def _with_ahead(self, waiting: list[ReadAheadBatch]) -> ReadAheadBatch:
-        """The first of ``waiting``, taken out, with the items of the ``batches_ahead`` batches its process reads next."""
+        """The first of ``waiting``, taken out, with the items of the ``batches_ahead`` batches its process
+        reads next."""
         batch = waiting.pop(0)
         later = [item for step in range(1, self.batches_ahead + 1) if step * self.span <= len(waiting)
                  for item in waiting[step * self.span - 1]]
