@@ -249,9 +249,9 @@ class ShardSet:
             frames = self.check_frames(items)
         except (TypeError, ValueError, IndexError):  # the batch that holds them will say what is wrong, not this one
             return
-        episodes = np.unique(self.locate(frames))
-        if len(beside):  # (none where a mixture's batch holds none of this set's frames)
-            episodes = np.setdiff1d(episodes, self.locate(self.check_frames(beside)))
+        # (``beside`` is empty where a mixture's batch holds none of this set's frames)
+        episodes = np.setdiff1d(self.locate(frames), self.locate(self.check_frames(beside))) if len(beside) \
+            else np.unique(self.locate(frames))
         self.read_ahead_episodes(episodes, images=images)
 
     def read_ahead_episodes(self, episodes: np.ndarray, *, images: bool, meta: bool = False) -> None:
