@@ -181,10 +181,14 @@ class MixtureDataset(Dataset):
 
     def _ahead_by_dataset(self, ahead: Sequence[int] | None) -> dict[int, list[int]]:
         """{dataset number: its items} of the mixture items ``ahead`` (the batch this process reads next), for
-        the remote datasets that read ahead; none where an item is outside the mixture (that batch will say)."""
+        the remote datasets that read ahead; none where an item is outside the mixture or not an integer (the
+        batch that holds it will say, not this one)."""
         if ahead is None or not len(ahead) or not self.remote:
             return {}
-        indices = item_indices(ahead, "a mixture item")
+        try:
+            indices = item_indices(ahead, "a mixture item")
+        except (TypeError, ValueError):
+            return {}
         if indices is None or ((indices < -self.num_samples) | (indices >= self.num_samples)).any():
             return {}
         indices = np.where(indices < 0, indices + self.num_samples, indices)
