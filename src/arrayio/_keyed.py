@@ -25,9 +25,18 @@ import numpy as np
 
 from ._binary import Source, Writer, is_path
 from ._edge import open_output, remote_source
-from ._readers import ReaderBase, problems_of
+from ._readers import ReaderBase, names_its_file, problems_of
 from ._text import value_lines
-from .errors import ClosedError, ErrorKinds, FormatError, Problem, UnsupportedError, current_origin, offsets_from
+from .errors import (
+    ClosedError,
+    ErrorKinds,
+    FormatError,
+    Problem,
+    UnsupportedError,
+    current_origin,
+    naming_file,
+    offsets_from,
+)
 
 __all__ = [
     "DTYPES", "ITEMSIZES", "ValueInfo", "UnsupportedDtypeError", "KeyDecodeError",
@@ -151,6 +160,7 @@ class Prepared:
         return self.lengths * ITEMSIZES[self.codes]
 
 
+@names_its_file(lambda store: store._source.name)
 class Store(ReaderBase, Mapping):
     """A read-only mapping of key -> 1-D numpy array, in file order.
 
@@ -402,8 +412,10 @@ def read_fixed(stream: Any, layout: KeyedFormat, what: str) -> bytes:
 
 
 def _from_stream(layout: KeyedFormat, stream: Any, key_encoding: str) -> Store:
+    name = getattr(stream, "name", None)
+    name = name if isinstance(name, str) else "<stream>"
     with offsets_from(_position(stream)):
-        return Store(Source(layout.read_store(stream), layout.errors), layout, key_encoding)
+        return Store(Source(layout.read_store(stream), layout.errors, name=name), layout, key_encoding)
 
 
 def _mapped_at_position(layout: KeyedFormat, fd: int, start: int, key_encoding: str) -> Store:
@@ -424,6 +436,13 @@ def load_store(layout: KeyedFormat, file: Any, read_all: bool, key_encoding: str
     remote = remote_source(file, layout.errors, storage_options)
     if remote is not None:
         return Store(remote, layout, key_encoding)
+    # A store read from a stream fails before it has a Source to be named by.
+    name = os.fsdecode(file) if is_path(file) else getattr(file, "name", None)
+    with naming_file(name if isinstance(name, str) else None):
+        return _load_local_store(layout, file, read_all, key_encoding)
+
+
+def _load_local_store(layout: KeyedFormat, file: Any, read_all: bool, key_encoding: str) -> Store:
     if is_path(file):
         path = os.fsdecode(file)
         with io.open(path, "rb") as handle:

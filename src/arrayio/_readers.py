@@ -9,16 +9,78 @@ Arrays already handed out keep their pages until dropped.
 
 A format's ``validate(path)`` is :func:`problems_of` over its ``open``: a
 file that does not open is a problem, not an exception.
+
+A reader class, and each class of the objects it hands out that read on
+demand, is decorated with :func:`names_its_file`, so that every FormatError
+it raises starts with the file's name: a loop over a thousand files says
+which one is damaged, whichever method found it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, ClassVar
+import functools
+import inspect
+from collections.abc import Callable, Iterator
+from typing import Any, ClassVar, TypeVar
 
 from .errors import ClosedError, FormatError, Problem
 
-__all__ = ["ReaderBase", "entries_of", "info_of", "problems_of"]
+__all__ = ["ReaderBase", "entries_of", "info_of", "names_its_file", "problems_of"]
+
+ReaderClass = TypeVar("ReaderClass", bound=type)
+
+# The special methods through which a reader's data is read; other special methods read nothing.
+_READING_SPECIAL_METHODS = frozenset({"__init__", "__getitem__", "__iter__", "__len__", "__contains__", "__array__"})
+
+
+def names_its_file(file_of: Callable[[Any], str | None]) -> Callable[[ReaderClass], ReaderClass]:
+    """A class decorator: the FormatErrors that the class's methods, properties and data access raise name
+    the file ``file_of(instance)`` (its Source's name) in front of their message."""
+    def decorate(cls: ReaderClass) -> ReaderClass:
+        seen: set[str] = set()
+        for owner in cls.__mro__:  # the class's own members and its mixins' (batch reads, entry lines)
+            members = {name: member for name, member in vars(owner).items() if name not in seen}
+            seen.update(members)
+            if owner is ReaderBase or not owner.__module__.startswith(__package__ + "."):
+                continue
+            for name, member in members.items():
+                if name.startswith("_") and name not in _READING_SPECIAL_METHODS:
+                    continue
+                if isinstance(member, property) and member.fget is not None:
+                    setattr(cls, name, property(_naming(member.fget, file_of), member.fset, member.fdel,
+                                                member.__doc__))
+                elif inspect.isfunction(member):
+                    setattr(cls, name, _naming(member, file_of))
+        return cls
+    return decorate
+
+
+def _file_name(file_of: Callable[[Any], str | None], reader: Any) -> str | None:
+    try:
+        return file_of(reader)
+    except Exception:  # noqa: BLE001 - a reader closed, or failed before it held its source: no name to give
+        return None
+
+
+def _naming(function: Callable[..., Any], file_of: Callable[[Any], str | None]) -> Callable[..., Any]:
+    if inspect.isgeneratorfunction(function):
+        @functools.wraps(function)
+        def generator(self: Any, *args: Any, **kwargs: Any) -> Iterator[Any]:
+            try:
+                yield from function(self, *args, **kwargs)
+            except FormatError as error:
+                error.naming(_file_name(file_of, self))
+                raise
+        return generator
+
+    @functools.wraps(function)
+    def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return function(self, *args, **kwargs)
+        except FormatError as error:
+            error.naming(_file_name(file_of, self))
+            raise
+    return method
 
 
 class ReaderBase:

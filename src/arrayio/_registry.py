@@ -265,7 +265,7 @@ def spec_of_file(target: Any) -> FormatSpec:
         shown = (target.name if isinstance(target, RemoteFile)
                  else os.fsdecode(target) if isinstance(target, (str, bytes, os.PathLike)) else "data")
         head = _head(target)
-        raise FormatError(f"{shown}: not a file of any known format (magic bytes {head[:8].hex(' ') or 'none'})",
+        raise FormatError(f"not a file of any known format (magic bytes {head[:8].hex(' ') or 'none'})",
                           field="magic", offset=0, expected=" or ".join(repr(spec.magic) for spec in FORMATS.values()),
-                          found=head[:8])
+                          found=head[:8]).naming(shown)
     return spec_for(name)

@@ -27,7 +27,7 @@ from ._binary import Source
 from ._edge import open_output, open_source
 from ._optional import require
 from ._registry import FORMATS, VIEWS, detect, view_of
-from .errors import ArrayIOError, FormatError, Problem
+from .errors import ArrayIOError, FormatError, Problem, naming_file
 
 __all__ = [
     "KINDS",
@@ -216,7 +216,7 @@ def map_file(target: Any, format_name: str | None = None, *, check: bool = True)
     if format_name is None:
         format_name = detect(target) or view_of(target)  # a view's own container (a .tsz zip) has no format
         if format_name is None:
-            raise FormatError(f"{name}: not a file of any known format (name the format to map it anyway)")
+            raise FormatError("not a file of any known format (name the format to map it anyway)").naming(name)
     package = (FORMATS.get(format_name) or VIEWS[format_name]).module
     errors = importlib.import_module(f"{package}._errors").ERRORS
     problems: list[Any] = []
@@ -228,7 +228,7 @@ def map_file(target: Any, format_name: str | None = None, *, check: bool = True)
             problems = [str(error)]
         if start is not None:
             target.seek(start)  # validate read the stream; the map reads the same bytes again
-    with open_source(target, errors) as source:
+    with open_source(target, errors) as source, naming_file(source.name):
         return map_source(source, format_name, name, problems)
 
 

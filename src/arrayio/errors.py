@@ -35,7 +35,7 @@ from __future__ import annotations
 import contextlib
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
-from typing import Any, Iterator
+from typing import Any, Iterator, Literal
 
 __all__ = [
     "ArrayIOError",
@@ -60,6 +60,7 @@ __all__ = [
     "describe",
     "offsets_from",
     "current_origin",
+    "naming_file",
 ]
 
 # Where byte 0 of the data being parsed lies in the file: a store read from the
@@ -100,8 +101,13 @@ class FormatError(ArrayIOError, ValueError):
 
     Built either from a ready message or from its parts, which are also kept
     as attributes: ``format``, ``field``, ``offset`` (absolute byte offset),
-    ``expected`` and ``found``.
+    ``expected`` and ``found``. ``file`` is the name of the file (a path or a URL) once the reader
+    that raised it has said which (:meth:`naming`); ``str(error)`` then starts with it, and ``message``
+    is the rest.
     """
+
+    file: str | None = None
+    message: str
 
     def __init__(
         self,
@@ -122,6 +128,9 @@ class FormatError(ArrayIOError, ValueError):
         self.found = found
         if message is None:
             message = self._compose()
+        # An attribute, not a property: torch re-raises a worker's error as ``cls(message=...)`` when the class
+        # has a ``message``, which LimitError's arguments do not take.
+        self.message = message
         # Not super(): compatibility subclasses also derive from builtins whose __init__ takes other
         # arguments (UnicodeDecodeError); args must hold just the message for all of them.
         Exception.__init__(self, message)
@@ -140,6 +149,35 @@ class FormatError(ArrayIOError, ValueError):
         elif self.found is not None:
             text += f": found {describe(self.found)}"
         return text
+
+    def naming(self, file: str | None) -> FormatError:
+        """This error with ``file`` in front of its message, unless it names a file already or ``file`` is none
+        (None, or a stand-in such as ``<buffer>``)."""
+        if self.file is None and file and not file.startswith("<"):
+            self.file = file
+            if self.args:
+                self.args = (f"{file}: {self.args[0]}", *self.args[1:])
+        return self
+
+
+class naming_file:  # noqa: N801 - used as a context manager, named as contextlib's are
+    """Within this block, a FormatError that names no file yet names ``file`` (see :meth:`FormatError.naming`).
+
+    A class, not a generator: the readers' methods enter it on every call.
+    """
+
+    __slots__ = ("file",)
+
+    def __init__(self, file: str | None) -> None:
+        self.file = file
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: Any, error: BaseException | None, traceback: Any) -> Literal[False]:
+        if isinstance(error, FormatError):
+            error.naming(self.file)
+        return False
 
 
 class TruncatedError(FormatError):
@@ -187,13 +225,14 @@ class LimitError(FormatError):
 
     def __reduce__(self) -> Any:
         return (_rebuild_limit_error, (type(self), self.limit, self.value, self.size, self.field, self.format,
-                                       str(self)))
+                                       self.message, self.file))
 
 
 def _rebuild_limit_error(cls: type[LimitError], limit: str | None, value: int | None, size: int | None,
-                         what: str | None, format: str | None, message: str) -> LimitError:
+                         what: str | None, format: str | None, message: str, file: str | None = None) -> LimitError:
     error = cls(message, format=format)
     error.limit, error.value, error.size, error.field = limit, value, size, what
+    error.naming(file)
     return error
 
 
@@ -267,8 +306,10 @@ class Problem:
     @classmethod
     def from_error(cls, error: ArrayIOError, where: str | None = None) -> Problem:
         """The Problem an error describes (a FormatError's field, offset, expected and found with it);
-        ``where`` (e.g. "store 1") prefixes its message."""
-        return cls(str(error), *(getattr(error, part, None) for part in ("field", "offset", "expected", "found"))
+        ``where`` (e.g. "store 1") prefixes its message. The file's name is left out: a problem belongs to
+        the file it was found in, which its caller names."""
+        message = error.message if isinstance(error, FormatError) else str(error)
+        return cls(message, *(getattr(error, part, None) for part in ("field", "offset", "expected", "found"))
                    ).within(where)
 
     def within(self, where: str | None) -> Problem:

@@ -49,8 +49,8 @@ def kind_of(target: Any) -> str | None:
 
 
 def _unreadable(path: Any, kind: str, error: Exception) -> FormatError:
-    return FormatError(f"{os.fspath(path)}: not a readable .{kind} {'store' if kind == 'zarr' else 'file'}: "
-                       f"{error}", field=kind, offset=None)
+    return FormatError(f"not a readable .{kind} {'store' if kind == 'zarr' else 'file'}: {error}", field=kind,
+                       offset=None).naming(os.fsdecode(path))
 
 
 def _row(name: str, dtype: Any, shape: tuple[int, ...]) -> dict[str, Any]:
@@ -128,7 +128,7 @@ def entries(target: Any) -> list[dict[str, Any]]:
     if kind == "zarr":
         return [{**_row(name, node.dtype, tuple(node.shape)), "chunks": list(node.chunks)}
                 for name, node in _zarr_arrays(target)]
-    raise FormatError(f"{os.fspath(target)}: not an .npy, .npz or .zarr", field="magic", offset=0)
+    raise FormatError("not an .npy, .npz or .zarr", field="magic", offset=0).naming(os.fsdecode(target))
 
 
 def info(target: Any) -> dict[str, Any]:

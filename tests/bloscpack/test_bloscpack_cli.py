@@ -144,7 +144,7 @@ def test_corrupt_file_errors_cleanly(cli, data_file, tmp_path):
     packed.write_bytes(bytes(raw))
     result = cli("blpk", "d", packed, tmp_path / "out")
     assert result.returncode == 1
-    assert result.stderr.decode().startswith("arrayio: bloscpack: chunk 0 adler32 digest at byte")
+    assert result.stderr.decode().startswith(f"arrayio: {packed}: bloscpack: chunk 0 adler32 digest at byte")
     assert not (tmp_path / "out").exists()
     result = cli("validate", packed)
     assert result.returncode == 1 and b"chunk 0 adler32 digest" in result.stdout

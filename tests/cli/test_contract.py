@@ -157,7 +157,7 @@ def _check_failure(verb: str, code: int, out: str, err: str) -> None:
     assert "Traceback" not in err
     if "json" in {flag for row in VERBS if row.name == verb for flag in row.flags}:
         error = json.loads(out)["error"]
-        assert set(error) == {"message", "field", "offset"}
+        assert set(error) == {"message", "file", "field", "offset"}
         assert lines[0] == f"arrayio: {error['message']}"
 
 

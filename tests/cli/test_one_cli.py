@@ -123,11 +123,12 @@ def test_info_indents_nested_maps(cli, demos):
 
 @pytest.mark.parametrize("name", sorted(FORMATS))
 def test_info_json_on_a_corrupt_file_is_json(cli, demos, tmp_path, name):
-    result = cli("info", "--json", _corrupt(demos[name], tmp_path))
+    corrupt = _corrupt(demos[name], tmp_path)
+    result = cli("info", "--json", corrupt)
     assert result.returncode == 1
     report = json.loads(result.stdout)
-    assert set(report) == {"error"} and set(report["error"]) == {"message", "field", "offset"}
-    assert report["error"]["message"].startswith(f"{name}: ")
+    assert set(report) == {"error"} and set(report["error"]) == {"message", "file", "field", "offset"}
+    assert report["error"]["file"] == str(corrupt) and report["error"]["message"].startswith(f"{corrupt}: {name}: ")
     assert isinstance(report["error"]["offset"], (int, type(None)))
     assert result.stderr.decode() == f"arrayio: {report['error']['message']}\n"
 

@@ -3,7 +3,8 @@
 Each damaged file is opened, described (``info``) and read completely through
 the format's reader; nothing but a ``FormatError`` may escape. ``validate``
 must never raise, and whenever the file is rejected it must say so with at
-least one ``Problem`` carrying an int byte offset. Every truncation must be
+least one ``Problem`` carrying an int byte offset. Every error names the file,
+whichever stage found the damage; a problem leaves it to its caller. Every truncation must be
 rejected (each format knows where its data ends). The cases of one format run
 in one test: thousands of pytest items would cost more than the checks.
 """
@@ -33,6 +34,9 @@ def _outcome(format_name: str, module: Any, path: Path) -> str | None:
             read_everything(format_name, reader)
             reader.entries()
     except arrayio.FormatError as error:
+        # Whichever stage found the damage, the message starts with the file: a loop over many files says which.
+        assert error.file == str(path) and str(error) == f"{path}: {error.message}", \
+            f"{format_name}: the error does not name {path.name}: {error}"
         return str(error)
     except Exception:  # noqa: BLE001 - any other exception is the failure this suite looks for
         pytest.fail(f"{format_name} {path.name}: not a FormatError:\n{traceback.format_exc()}")
@@ -45,6 +49,7 @@ def _problems(format_name: str, module: Any, path: Path) -> list[arrayio.Problem
     except Exception:  # noqa: BLE001
         pytest.fail(f"{format_name} {path.name}: validate raised:\n{traceback.format_exc()}")
     assert all(isinstance(problem, arrayio.Problem) for problem in problems), problems
+    assert not any(str(path) in problem.message for problem in problems), problems  # the caller names the file
     return problems
 
 

@@ -135,7 +135,7 @@ def test_frames_that_disagree_on_cameras_are_a_format_error(tmp_path: Path):
             with pytest.raises(MissingImage, match="episode 0 frame 1 has no") as caught:
                 read()
             assert isinstance(caught.value, FormatError) and isinstance(caught.value, KeyError)
-            assert str(caught.value).startswith("kdb: episode 0 frame 1")
+            assert str(caught.value).startswith(f"{path}: kdb: episode 0 frame 1")  # a KeyError, not quoted
     torch = pytest.importorskip("torch")
     from arrayio.robot.torch import FrameDataset
 

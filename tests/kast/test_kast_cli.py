@@ -62,7 +62,7 @@ def test_info_ls_cat_on_a_bad_file_fail_with_one_line(cli, tmp_path) -> None:
     for args in (("info", bad), ("ls", bad), ("cat", bad, "x")):
         result = cli(*args)
         assert result.returncode == 1
-        assert result.stderr.decode().startswith("arrayio: kast: item 1 data range at byte 96")
+        assert result.stderr.decode().startswith(f"arrayio: {bad}: kast: item 1 data range at byte 96")
         assert b"Traceback" not in result.stderr
 
 

@@ -141,8 +141,11 @@ def test_corpus_every_way_of_loading(raw: bytes, expected: type, text: str, tmp_
         wanted = FormatError if loader is loaders[2] and expected is TruncatedError else expected
         with pytest.raises(wanted) as caught:
             loader()
-        message = str(caught.value)
+        message = caught.value.message
         assert message.startswith("kast: ")
+        # A path is named in front of the message; bytes and streams have no name.
+        named = str(tmp_path / "case.kast") if loader is loaders[1] else None
+        assert caught.value.file == named and str(caught.value) == (f"{named}: {message}" if named else message)
         if wanted is expected:
             assert text in message, message
 

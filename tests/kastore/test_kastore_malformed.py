@@ -67,8 +67,9 @@ def check_format_error(error: BaseException, raw: bytes) -> None:
     """The error is one of ours and its message says format, field and byte offset."""
     assert isinstance(error, arrayio.FormatError), repr(error)
     assert isinstance(error, kastore.KastoreException), repr(error)
-    message = str(error)
+    message = error.message
     assert message.startswith("kastore"), message
+    assert str(error) == (f"{error.file}: {message}" if error.file else message)
     assert "at byte" in message, message
     assert error.field, message
     assert error.offset is not None and 0 <= error.offset <= max(len(raw), 64), message
@@ -82,7 +83,8 @@ def expect_rejected(raw: bytes, tmp: Path, expected: type = kastore.FileFormatEr
             loader(raw, read_all, tmp)
         except expected as error:
             check_format_error(error, raw)
-            messages.append(str(error))
+            assert error.file == (str(tmp / "case.kas") if loader is _path else None), error  # fds, bytes: no name
+            messages.append(error.message)
         except BaseException as error:  # noqa: BLE001 - the point is to report anything else
             pytest.fail(f"{loader.__name__} read_all={read_all}: {type(error).__name__}: {error}")
         else:
@@ -132,11 +134,11 @@ def test_empty_input_is_end_of_file(tmp_path):
             loader(b"", read_all, tmp_path)
         # Also a FormatError (the clean end of a stream of stores is still not a store), worded as kast's.
         assert isinstance(caught.value, kastore.FileFormatError) and isinstance(caught.value, kastore.NoStoreError)
-        assert str(caught.value) == "kastore: header at byte 0: expected a 64-byte header, the data is empty (no store)"
+        assert caught.value.message == "kastore: header at byte 0: expected a 64-byte header, the data is empty (no store)"
         assert (caught.value.field, caught.value.offset) == ("header", 0)
     with pytest.raises(arrayio.kast.NoStoreError) as caught:
         arrayio.kast.loads(b"")
-    assert str(caught.value) == "kast: header at byte 0: expected a 40-byte header, the data is empty (no store)"
+    assert caught.value.message == "kast: header at byte 0: expected a 40-byte header, the data is empty (no store)"
 
 
 def test_truncation_message_names_the_store(tmp_path):

@@ -530,7 +530,7 @@ def test_a_damaged_shard_among_many_is_named(shards, tmp_path):
     damaged.write_bytes(shards[1].read_bytes()[:-200])
     for call in (lambda: FrameDataset([shards[0], damaged, shards[2]]), lambda: tools.stats([shards[0], damaged]),
                  lambda: tools.merge([shards[0], damaged], tmp_path / "merged.kdb")):
-        with pytest.raises(FormatError, match=r"kdb: .*damaged\.kdb: "):
+        with pytest.raises(FormatError, match=r"damaged\.kdb: kdb: "):
             call()
     assert not (tmp_path / "merged.kdb").exists()
     # And an image that no longer decodes, met mid-epoch: "image data at byte ..." named no file either.
@@ -541,9 +541,9 @@ def test_a_damaged_shard_among_many_is_named(shards, tmp_path):
     broken = tmp_path / "broken.kdb"
     broken.write_bytes(spoiled)
     dataset = FrameDataset([shards[0], broken])
-    with pytest.raises(FormatError, match=r"kdb: .*broken\.kdb: image data at byte"):
+    with pytest.raises(FormatError, match=r"broken\.kdb: kdb: image data at byte"):
         dataset.__getitems__(list(range(len(dataset))))
-    with pytest.raises(FormatError, match=r"kdb: .*broken\.kdb: episode 1 frame 2 camera 'front' image data"):
+    with pytest.raises(FormatError, match=r"broken\.kdb: kdb: episode 1 frame 2 camera 'front' image data"):
         EpisodeDataset([shards[0], broken])[3]  # shard 0 holds 2 episodes: this is the damaged one
     # An image record whose length runs past the file, met as its episode's records are first parsed.
     spoiled = bytearray(shards[1].read_bytes())
@@ -551,5 +551,5 @@ def test_a_damaged_shard_among_many_is_named(shards, tmp_path):
     overlong = tmp_path / "overlong.kdb"
     overlong.write_bytes(spoiled)
     dataset = FrameDataset([shards[0], overlong])
-    with pytest.raises(FormatError, match=r"kdb: .*overlong\.kdb: episode 1 frame 2 .* image data at byte"):
+    with pytest.raises(FormatError, match=r"overlong\.kdb: kdb: episode 1 frame 2 .* image data at byte"):
         dataset.__getitems__(list(range(len(dataset))))

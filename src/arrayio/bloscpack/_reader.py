@@ -20,7 +20,7 @@ import numpy as np
 from .. import limits
 from .._binary import Source, release_pages
 from .._edge import open_output, open_source
-from .._readers import ReaderBase
+from .._readers import ReaderBase, names_its_file
 from ..errors import Problem
 from ._aliases import deprecated_alias
 from ._blocks import decode_range
@@ -82,6 +82,7 @@ def progressive_release(source: Source) -> Callable[[int], None]:
 MAX_EXPANSION = 32768
 
 
+@names_its_file(lambda reader: reader.source.name)
 class BloscpackFile(EntryLines, ReaderBase):
     """A bloscpack file opened lazily: header facts, metadata, and chunk-wise access to its data.
 

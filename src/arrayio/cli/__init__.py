@@ -13,7 +13,6 @@ import json
 import os
 import tempfile
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -105,12 +104,6 @@ def _file_report(file: str, pairs: tuple[str, ...]) -> dict[str, Any]:
     return {"file": file, "format": name, "problems": problems}
 
 
-def _without_name(problem: Problem, file: str) -> Problem:
-    """The problem without a leading "FILE: ": validate's line starts with the file already."""
-    prefix = f"{file}: "
-    return replace(problem, message=problem.message[len(prefix):]) if problem.message.startswith(prefix) else problem
-
-
 def _reports_on_dask(files: tuple[str, ...], address: str, pairs: tuple[str, ...]) -> list[dict[str, Any]]:
     """The reports of ``files``, validated in parallel on a dask.distributed scheduler."""
     from .. import dask as arrayio_dask
@@ -138,8 +131,6 @@ def validate(ctx: click.Context, files: tuple[str, ...], as_json: bool, dask_add
         reports = _reports_on_dask(files, dask_address, storage_options)
     else:
         reports = [_file_report(file, storage_options) for file in files]
-    for report in reports:
-        report["problems"] = [_without_name(problem, report["file"]) for problem in report["problems"]]
     valid = not any(report["problems"] for report in reports)
     if as_json:
         emit_json({"valid": valid, "files": [

@@ -72,8 +72,9 @@ def error_text(error: BaseException) -> str:
 
 
 def error_object(error: BaseException) -> dict[str, Any]:
-    """``{"error": {"message", "field", "offset"}}``: what ``--json`` prints when a verb fails."""
-    return {"error": {"message": error_text(error),
+    """``{"error": {"message", "file", "field", "offset"}}``: what ``--json`` prints when a verb fails."""
+    file = error.file if isinstance(error, FormatError) else getattr(error, "filename", None)
+    return {"error": {"message": error_text(error), "file": None if file is None else os.fsdecode(file),
                       "field": getattr(error, "field", None) if isinstance(error, FormatError) else None,
                       "offset": getattr(error, "offset", None) if isinstance(error, FormatError) else None}}
 

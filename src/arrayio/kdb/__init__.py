@@ -35,6 +35,7 @@ from ._errors import (
     UnsupportedVersion,
 )
 from ._errors import ERRORS as _ERRORS
+from ._frames import ImageRecord
 from ._images import JPEG_MAGIC, EncodedImage, check_jpeg_header, check_jpeg_headers, decode_jpeg_into
 from ._images import check_decoded_size as check_image_record
 from ._images import check_records as check_image_records
@@ -42,7 +43,7 @@ from ._images import decode as decode_image
 from ._images import encode as encode_image
 from ._map import sections as _sections
 from ._protocol import demo, open, validate
-from ._reader import CameraFrames, Episode, EpisodeImages, Frame, ImageRecord, KdbFile
+from ._reader import CameraFrames, Episode, EpisodeImages, Frame, KdbFile
 from ._records import EXTENSION, FORMAT_NAME, HEADER_SIZE, INDEX_ENTRY, MAGIC
 from ._tree import tree as _tree
 from ._writer import Writer

@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 import math
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, overload
 
@@ -25,11 +25,11 @@ import numpy as np
 
 from .._binary import Source
 from .._edge import open_source
-from .._readers import ReaderBase
+from .._readers import ReaderBase, names_its_file
 from ..errors import FormatError, Problem
 from . import _images
 from ._batch_reads import BatchReads, even_frame_end
-from ._codec import EpisodeMeta, decode_meta, decode_utf8, step_dtype, step_size
+from ._codec import EpisodeMeta, decode_meta, step_dtype, step_size
 from ._errors import (
     ERRORS,
     BadMagic,
@@ -40,17 +40,14 @@ from ._errors import (
     ImageTooLarge,
     MissingImage,
 )
+from ._frames import FrameWalk, ImageRecord, parse_frame
 from ._lines import EntryLines
 from ._records import (
-    CAMERA_COUNT,
     FORMAT_NAME,
     HEADER,
     HEADER_SIZE,
-    IMAGE_HEADER,
-    IMAGE_RAW,
     INDEX_ENTRY,
     MAGIC,
-    STRING_LENGTH,
     VERSION_MAJOR,
     VERSION_MINOR,
 )
@@ -66,33 +63,10 @@ _SECTIONS = (("meta", "meta_offset", "meta_length"),
 INDEX_BLOCK_ENTRIES = 8
 
 
-_READ_U16 = STRING_LENGTH.field_unpacker("length")
-_READ_DATA_LEN = IMAGE_HEADER.field_unpacker("data_len")
-_DATA_LEN_AT = IMAGE_HEADER.offsets["data_len"]
-_READ_IMAGE_HEADER = IMAGE_HEADER.unpack_plain
-
-
 def _check_int(value: Any, what: str) -> None:
     """TypeError unless ``value`` is an integer (Python's or numpy's; a bool or a float is not)."""
     if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
         raise TypeError(f"kdb: {what} must be an int, got {type(value).__name__}")
-
-
-class ImageRecord(NamedTuple):
-    """Where one camera image of one frame sits, and what its record says about it."""
-
-    camera: str
-    width: int
-    height: int
-    channels: int
-    format: int
-    offset: int
-    length: int
-
-    @property
-    def compressed(self) -> bool:
-        """True for a non-zero format byte (JPEG or PNG, told apart by magic)."""
-        return self.format != IMAGE_RAW
 
 
 @dataclass(frozen=True)
@@ -139,6 +113,7 @@ class Frame(NamedTuple):
     images: dict[str, np.ndarray]
 
 
+@names_its_file(lambda images: images._file.source.name)
 class EpisodeImages(Mapping[str, "CameraFrames"]):
     """The camera images of one episode: a mapping camera -> its frames, read and decoded only when asked for."""
 
@@ -220,6 +195,7 @@ class EpisodeImages(Mapping[str, "CameraFrames"]):
         return stacked, present
 
 
+@names_its_file(lambda frames: frames.images._file.source.name)
 class CameraFrames(Sequence[np.ndarray]):
     """The frames of one camera in one episode: ``[i]`` decodes frame i, ``np.asarray`` stacks them all."""
 
@@ -266,6 +242,7 @@ class CameraFrames(Sequence[np.ndarray]):
         return f"<kdb CameraFrames {self.camera!r} of episode {self.images.position}: shape {self.shape}>"
 
 
+@names_its_file(lambda kdb: kdb.source.name)
 class KdbFile(ReaderBase, BatchReads, EntryLines):
     """An open .kdb file: header, index (a structured view), episodes on demand, batched image reads.
 
@@ -286,7 +263,7 @@ class KdbFile(ReaderBase, BatchReads, EntryLines):
         if source.buffer is not None:  # a mapped file or bytes: the whole index is a view, checked now
             self._index = self._read_index()
         self._entries: dict[int, Any] = {}
-        self._walks: dict[int, _FrameWalk] = {}
+        self._walks: dict[int, FrameWalk] = {}
         self._steps: dict[int, np.ndarray] = {}
         self._positions_by_id: dict[int, int] | None = None
         self._first_frames: np.ndarray | None = None
@@ -669,7 +646,7 @@ class KdbFile(ReaderBase, BatchReads, EntryLines):
             raise EpisodeNotFound(f"kdb: frame {frame} is outside 0..{walk.num_frames} of episode {walk.position}")
         return walk.start + walk.frame_start(frame)
 
-    def _walk(self, position: int, frame: int) -> _FrameWalk:
+    def _walk(self, position: int, frame: int) -> FrameWalk:
         """The (cached) frame finder of one episode's image section, about to look for ``frame``.
 
         A mapped file hands it the whole section. A source read in ranges hands it the section up to
@@ -687,106 +664,10 @@ class KdbFile(ReaderBase, BatchReads, EntryLines):
             def section_head(length: int) -> memoryview:
                 return self.source.view(offset, length, what)
 
-            walk = self._walks[position] = _FrameWalk(position, offset, entry.images_length, entry.num_frames,
+            walk = self._walks[position] = FrameWalk(position, offset, entry.images_length, entry.num_frames,
                                                       section_head, wanted)
         walk.wanted = max(walk.wanted, wanted)
         return walk
-
-
-class _FrameWalk:
-    """Finds where each frame's image records start inside one episode's image section.
-
-    Records are variable-length, so a frame is found by walking the records
-    before it (reading only the name lengths and data lengths, bounds-checked)
-    as far as the frame asked for; the starts found are cached, so each
-    record is walked at most once per open file. ``section`` holds the first
-    bytes of the section (all of them for a mapped file); the walk asks
-    ``read_head`` for more when a record runs past them.
-    """
-
-    def __init__(self, position: int, start: int, size: int, num_frames: int,
-                 read_head: Callable[[int], memoryview], wanted: int) -> None:
-        self.position = position
-        self.start = start
-        self.size = size
-        self.num_frames = num_frames
-        self.read_head = read_head
-        self.wanted = wanted
-        self.section = read_head(wanted)
-        self.extended = False
-        self.starts = [0]
-        self.names: dict[bytes, str] = {}
-
-    def extend(self, needed: int) -> memoryview:
-        """The section's first ``needed`` bytes or more: up to ``wanted`` the first time, when that covers them;
-        else all (a walk reading frame after frame would otherwise fetch each one on its own)."""
-        whole = needed > self.wanted or self.extended
-        self.extended = True
-        self.section = self.read_head(self.size if whole else self.wanted)
-        return self.section
-
-    def frame_start(self, frame: int) -> int:
-        """Offset of ``frame`` (``num_frames``: the end of the last frame) inside the section."""
-        starts = self.starts
-        if frame < len(starts):
-            return starts[frame]
-        return self._walk_to(frame)
-
-    def _walk_to(self, frame: int) -> int:
-        starts = self.starts
-        while len(starts) <= frame:
-            _records, end = parse_frame(self, len(starts) - 1, starts[-1], with_records=False)
-            starts.append(end)
-        return starts[frame]
-
-
-def parse_frame(walk: _FrameWalk, frame: int, offset: int, *, with_records: bool) -> tuple[list[ImageRecord], int]:
-    """The image records of ``frame``, which starts at ``offset`` of the episode's image section, and its end.
-
-    The one parser of the variable-length records (num_cameras, then per camera a name and an
-    image header with data_len, then the data), from the declared records; every field is
-    bounds-checked before it is read and a failure names the frame, camera and field. With
-    ``with_records=False`` only the lengths are read, to find where the next frame starts.
-    """
-    section, base, size = walk.section, walk.start, walk.size
-    held = len(section)
-
-    def need(at: int, length: int, what: str, *, read: bool = True) -> None:
-        nonlocal section, held
-        if at + length > held:
-            if at + length > size:
-                raise ERRORS.truncated_at(f"episode {walk.position} frame {frame} {what}", base + at, length,
-                                          base + size)
-            if read:  # image data is only bounded here, read when asked for: not a reason to fetch further
-                section = walk.extend(at + length)
-                held = len(section)
-
-    need(offset, CAMERA_COUNT.size, "num_cameras")
-    (count,) = _READ_U16(section, offset)
-    offset += CAMERA_COUNT.size
-    records = []
-    for camera in range(count):
-        need(offset, STRING_LENGTH.size, f"camera {camera} name length")
-        (name_length,) = _READ_U16(section, offset)
-        name_at = offset + STRING_LENGTH.size
-        need(name_at, name_length, f"camera {camera} name")
-        header_at = name_at + name_length
-        need(header_at, IMAGE_HEADER.size, f"camera {camera} image header")
-        data_at = header_at + IMAGE_HEADER.size
-        if with_records:
-            width, height, channels, kind, length = _READ_IMAGE_HEADER(section, header_at)
-        else:
-            (length,) = _READ_DATA_LEN(section, header_at + _DATA_LEN_AT)
-        need(data_at, length, f"camera {camera} image data", read=False)
-        if with_records:
-            raw = bytes(section[name_at:header_at])
-            name = walk.names.get(raw)
-            if name is None:
-                name = walk.names[raw] = decode_utf8(memoryview(raw), f"episode {walk.position} frame {frame} "
-                                                     f"camera {camera} name", base + name_at)
-            records.append(ImageRecord(name, width, height, channels, kind, base + data_at, length))
-        offset = data_at + length
-    return records, offset
 
 
 def open_file(target: Any, *, on_bad_image: str = "raise", storage_options: dict | None = None) -> KdbFile:

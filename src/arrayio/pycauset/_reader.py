@@ -26,9 +26,9 @@ except ImportError:  # not POSIX: concurrent updaters are not serialised there
 
 from .._binary import Source
 from .._edge import open_source
-from .._readers import ReaderBase
+from .._readers import ReaderBase, names_its_file
 from .._text import row_lines, value_lines
-from ..errors import ArrayIOError, FormatError, Problem, UnsupportedError
+from ..errors import ArrayIOError, FormatError, Problem, UnsupportedError, naming_file
 from ._codec import decode_metadata
 from ._errors import ERRORS, ContainerClosedError
 from ._matrices import (
@@ -157,13 +157,12 @@ def read_slots(source: Source) -> tuple[SlotState, SlotState]:
     return read_slot(source, "A"), read_slot(source, "B")
 
 
-def require_active(slots: tuple[SlotState, SlotState], name: str | None = None) -> SlotState:
-    """The active slot, or a FormatError that gives both slots' reasons (and the file's ``name``, when known)."""
+def require_active(slots: tuple[SlotState, SlotState]) -> SlotState:
+    """The active slot, or a FormatError that gives both slots' reasons."""
     active = choose_active(slots)
     if active is None:
         reasons = "; ".join(str(problem) for slot in slots for problem in slot.problems)
-        where = f" of {name}" if name else ""
-        raise ERRORS.format_error(f"pycauset: no valid header slot at bytes 16..271{where}: {reasons}",
+        raise ERRORS.format_error(f"pycauset: no valid header slot at bytes 16..271: {reasons}",
                                   format="pycauset", field="header slots", offset=SLOT_OFFSETS["A"],
                                   expected="a valid slot A or B")
     return active
@@ -216,6 +215,7 @@ def _scalar(view: Any) -> complex | float:
     return float(value) if _is_number(value) else 1.0
 
 
+@names_its_file(lambda container: container.source.name)
 class Container(ReaderBase):
     """A loaded ``.pycauset`` file: its metadata, the active slot and the matrix payload.
 
@@ -234,7 +234,7 @@ class Container(ReaderBase):
         try:
             self.preamble = check_preamble(source)
             self.slots = read_slots(source)
-            active = require_active(self.slots, source.name)
+            active = require_active(self.slots)
             self.active_slot = active.name
             self.generation = active.generation
             self.payload_offset = int(active.fields.payload_offset)
@@ -507,9 +507,9 @@ def load(path: Any, storage_options: dict | None = None) -> Container:
 
 def read_typed_metadata(path: Any) -> dict[str, Any]:
     """The decoded metadata map of the active slot (slot A on equal generations)."""
-    with open_source(path, ERRORS) as source:
+    with open_source(path, ERRORS) as source, naming_file(source.name):
         check_preamble(source)
-        return read_block(source, require_active(read_slots(source), source.name))
+        return read_block(source, require_active(read_slots(source)))
 
 
 
@@ -538,7 +538,7 @@ def _summary_of(slot: SlotState) -> SlotSummary:
 
 def summarize_container(path: Any) -> dict[str, Any]:
     """pycauset's summarize_container: preamble, both slots and the active one, without reading metadata."""
-    with open_source(path, ERRORS) as source:
+    with open_source(path, ERRORS) as source, naming_file(source.name):
         preamble = PREAMBLE.read(source, 0)
         slots = read_slots(source)
         active = choose_active(slots)

@@ -17,7 +17,7 @@ import glob
 import math
 import os
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -28,7 +28,7 @@ from .._remote import RemoteFile
 from .._remote._settings import CLIENT_VARIABLE, checked_options
 from .._remote._shared import make_shared_folder, remove_shared_folder
 from .._sources import expand_url_pattern, is_remote, is_url_pattern
-from ..errors import FormatError
+from ..errors import naming_file
 from ..kdb import IMAGE_TABLE_DTYPE, NO_IMAGE, KdbFile
 from ._arguments import item_index, item_indices
 
@@ -85,28 +85,11 @@ def open_shard(source: Any, storage_options: dict | None = None, *, on_bad_image
     from ..kdb import open as open_kdb
 
     options = options_for(source, storage_options)
-    try:
+    # A path or URL names itself (the reader names its file); a file object among many shards needs a name too.
+    name = os.fsdecode(source) if isinstance(source, (str, bytes, os.PathLike)) else \
+        getattr(source, "url", None) or getattr(source, "name", None) or type(source).__name__
+    with naming_file(name if isinstance(name, str) else type(source).__name__):
         return open_kdb(source, on_bad_image=on_bad_image, storage_options=options)
-    except FormatError as error:
-        name = os.fsdecode(source) if isinstance(source, (str, bytes, os.PathLike)) else \
-            getattr(source, "url", None) or getattr(source, "name", None) or type(source).__name__
-        raise naming_file(error, name) from None
-
-
-def naming_file(error: FormatError, name: str) -> FormatError:
-    """``error`` (the same object) with ``name`` in its message: among many shards, say which file; the
-    message of a format error names a byte offset only."""
-    error.args = (f"kdb: {name}: {str(error).removeprefix('kdb: ')}",)
-    return error
-
-
-@contextlib.contextmanager
-def reading(kdb: KdbFile) -> Iterator[None]:
-    """Within this block, a format error met reading ``kdb`` names that file (see :func:`naming_file`)."""
-    try:
-        yield
-    except FormatError as error:
-        raise naming_file(error, kdb.source.name) from None
 
 
 class ShardSet:
@@ -285,9 +268,7 @@ class ShardSet:
         rows = self._images
         for episode in rows.missing(episodes, self.episode_frames).tolist():
             shard, position = int(self.episode_shard[episode]), int(self.episode_position[episode])
-            kdb = self.file(shard)
-            with reading(kdb):
-                table = kdb.image_table(position)
+            table = self.file(shard).image_table(position)
             rows.append(episode, int(self.episode_frames[episode]), table, IMAGE_TABLE_DTYPE, NO_IMAGE)
         return rows
 
@@ -297,9 +278,7 @@ class ShardSet:
         rows = self._steps
         for episode in rows.missing(episodes, self.episode_frames).tolist():
             shard, position = int(self.episode_shard[episode]), int(self.episode_position[episode])
-            kdb = self.file(shard)
-            with reading(kdb):
-                steps = kdb.steps(position)
+            steps = self.file(shard).steps(position)
             column = rows.columns.get("steps")
             if column is not None and column.dtype != steps.dtype:
                 if np.isin(episodes, np.flatnonzero(rows.start >= 0)).any():

@@ -56,7 +56,7 @@ from ..kdb import (
 )
 from ._arguments import camera_names, finite_number, seconds, whole_number
 from ._nvjpeg import decode_groups
-from ._shards import ShardSet, frame_offsets, prefetch_together, reading
+from ._shards import ShardSet, frame_offsets, prefetch_together
 from .lerobot import TOLERANCE_S
 from .torch_batch import (
     PACKED_PARTS,
@@ -538,8 +538,7 @@ class _ImageGather:
                 record = records[place]
                 image = ImageRecord(self.camera, int(record["width"]), int(record["height"]),
                                     int(record["channels"]), fmt, offset, length)
-                with reading(sources.file(owner)):
-                    decoded = sources.file(owner).decode_image(image)
+                decoded = sources.file(owner).decode_image(image)
                 if decoded.shape != shape:
                     raise ValueError(f"kdb: camera {self.camera!r} at byte {offset} decodes to {decoded.shape}, "
                                      f"the batch holds {shape}")

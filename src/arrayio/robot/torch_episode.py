@@ -16,7 +16,7 @@ except ModuleNotFoundError as error:  # say which extra installs it
     raise missing("torch", "arrayio.robot.torch_episode") from error
 
 from ._arguments import camera_names, item_index
-from ._shards import ShardSet, prefetch_together, reading
+from ._shards import ShardSet, prefetch_together
 from .torch_batch import check_image_format, image_tensor
 
 
@@ -70,20 +70,19 @@ class EpisodeDataset(Dataset):
     def _read(self, episode: int) -> dict[str, Any]:
         shards = self.shards
         kdb = shards.file(int(shards.episode_shard[episode]))
-        with reading(kdb):  # the images decode here, on access
-            read = kdb.read_episode(int(shards.episode_position[episode]))
-            meta = read.meta
-            sample: dict[str, Any] = {
-                "states": torch.from_numpy(np.array(read.states)),
-                "actions": torch.from_numpy(np.array(read.actions)),
-                "rewards": torch.from_numpy(np.array(read.rewards)),
-                "terminals": torch.from_numpy(read.terminals != 0),
-                "episode_id": meta.episode_id, "embodiment": meta.embodiment, "task": meta.task, "fps": meta.fps,
-                "success": -1 if meta.success is None else int(meta.success),
-                "shard": int(shards.episode_shard[episode]),
-            }
-            images = read.images
-            assert images is not None  # read_episode reads images by default
-            for camera in self.cameras:
-                sample[f"image.{camera}"] = image_tensor(np.asarray(images[camera]), self.image_format)
+        read = kdb.read_episode(int(shards.episode_position[episode]))
+        meta = read.meta
+        sample: dict[str, Any] = {
+            "states": torch.from_numpy(np.array(read.states)),
+            "actions": torch.from_numpy(np.array(read.actions)),
+            "rewards": torch.from_numpy(np.array(read.rewards)),
+            "terminals": torch.from_numpy(read.terminals != 0),
+            "episode_id": meta.episode_id, "embodiment": meta.embodiment, "task": meta.task, "fps": meta.fps,
+            "success": -1 if meta.success is None else int(meta.success),
+            "shard": int(shards.episode_shard[episode]),
+        }
+        images = read.images
+        assert images is not None  # read_episode reads images by default
+        for camera in self.cameras:
+            sample[f"image.{camera}"] = image_tensor(np.asarray(images[camera]), self.image_format)
         return sample

@@ -18,7 +18,7 @@ import numpy as np
 
 from .._binary import Source
 from .._edge import open_source
-from .._readers import ReaderBase
+from .._readers import ReaderBase, names_its_file
 from ..errors import FormatError, Problem, UnsupportedError
 from ._errors import ERRORS, TszipClosedError
 from ._records import FORMAT_NAME, FORMAT_VERSION
@@ -109,6 +109,7 @@ def _column(path: str, meta: Any, member: Member) -> Column:
     return Column(path, shape[0], chunks[0], dtype, compressor, tuple(filters), 0 if fill is None else fill)
 
 
+@names_its_file(lambda reader: reader._source.name)
 class TszipFile(ReaderBase):
     """A tszip file: ``reader["nodes/time"]`` decodes one column; ``attributes`` are the root's."""
 
