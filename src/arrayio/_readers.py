@@ -23,7 +23,7 @@ import inspect
 from collections.abc import Callable, Iterator
 from typing import Any, ClassVar, TypeVar
 
-from .errors import ClosedError, FormatError, Problem
+from .errors import ClosedError, FormatError, Problem, file_named
 
 __all__ = ["ReaderBase", "entries_of", "info_of", "names_its_file", "problems_of"]
 
@@ -51,13 +51,15 @@ def names_its_file(file_of: Callable[[Any], str | None]) -> Callable[[ReaderClas
                                                 member.__doc__))
                 elif inspect.isfunction(member):
                     setattr(cls, name, _naming(member, file_of))
+        cls.file_name = property(lambda reader: file_named(file_of(reader)),  # type: ignore[attr-defined]
+                                 doc="The path or URL the reader's errors name (None for bytes and streams).")
         return cls
     return decorate
 
 
 def _file_name(file_of: Callable[[Any], str | None], reader: Any) -> str | None:
     try:
-        return file_of(reader)
+        return file_named(file_of(reader))
     except Exception:  # noqa: BLE001 - a reader closed, or failed before it held its source: no name to give
         return None
 

@@ -14,7 +14,8 @@ does not (packed triangles, JPEG frames, values made from metadata),
 ``reference`` gives None and the chunk is *computed*.
 
 The model imports numpy only: no zarr, no dask. The file's path or URL is not
-in the tree; the view that opened the file knows it.
+in the tree's data; :func:`tree_of` wraps the chunk reads so that a damaged
+chunk met by any view names the file, as the reader's own methods do.
 """
 
 from __future__ import annotations
@@ -22,12 +23,12 @@ from __future__ import annotations
 import base64
 import math
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
-from .errors import UnsupportedError
+from .errors import UnsupportedError, naming_file
 
 __all__ = [
     "MAX_CHUNK_BYTES",
@@ -260,7 +261,45 @@ def jsonable(value: Any) -> Any:
 
 
 def tree_of(reader: Any) -> Group:
-    """The tree of an open arrayio reader, as its format's spec describes it."""
+    """The tree of an open arrayio reader, as its format's spec describes it; a FormatError that a chunk read
+    raises names the reader's file."""
     from ._registry import spec_for
 
-    return spec_for(reader.format).tree(reader)
+    return naming_tree(spec_for(reader.format).tree(reader), getattr(reader, "file_name", None))
+
+
+# What reads the file's bytes; ``release`` only drops pages.
+_READS = ("read", "reference", "stored", "read_rows")
+
+
+def naming_tree(group: Group, file: str | None) -> Group:
+    """``group`` whose arrays' reads name ``file`` in the FormatErrors they raise; made as each node is asked
+    for, so a lazy tree stays lazy."""
+    return group if not file else replace(group, children=_NamingChildren(group.children, file))
+
+
+class _NamingChildren(Mapping[str, "Group | Array"]):
+    def __init__(self, children: Mapping[str, Group | Array], file: str) -> None:
+        self._children = children
+        self._file = file
+
+    def __getitem__(self, name: str) -> Group | Array:
+        node = self._children[name]
+        if isinstance(node, Group):
+            return naming_tree(node, self._file)
+        reads: dict[str, Any] = {part: _named_read(call, self._file) for part in _READS
+                                 if (call := getattr(node, part)) is not None}
+        return replace(node, **reads)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._children)
+
+    def __len__(self) -> int:
+        return len(self._children)
+
+
+def _named_read(read: Callable[..., Any], file: str) -> Callable[..., Any]:
+    def named(*args: Any) -> Any:
+        with naming_file(file):
+            return read(*args)
+    return named

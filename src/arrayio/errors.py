@@ -19,7 +19,9 @@
                                   message names the extra that installs it
 
 ``Problem`` is what ``validate()`` returns: one finding, with the same parts a
-``FormatError`` carries.
+``FormatError`` carries, less the file (its caller names it). A FormatError met
+reading a file starts with the file's path or URL (``error.file``; see
+:func:`naming_file`): the readers and the array model's chunk reads name it.
       RemoteError                 a remote object cannot be read as asked (also an OSError)
         ObjectChangedError        the object changed between open and a later read
 
@@ -61,6 +63,7 @@ __all__ = [
     "offsets_from",
     "current_origin",
     "naming_file",
+    "file_named",
 ]
 
 # Where byte 0 of the data being parsed lies in the file: a store read from the
@@ -153,11 +156,18 @@ class FormatError(ArrayIOError, ValueError):
     def naming(self, file: str | None) -> FormatError:
         """This error with ``file`` in front of its message, unless it names a file already or ``file`` is none
         (None, or a stand-in such as ``<buffer>``)."""
-        if self.file is None and file and not file.startswith("<"):
+        file = file_named(file)
+        if self.file is None and file:
             self.file = file
             if self.args:
                 self.args = (f"{file}: {self.args[0]}", *self.args[1:])
         return self
+
+
+def file_named(name: str | None) -> str | None:
+    """``name`` where it names a file (a path or a URL); None for none and for the stand-ins of a source with no
+    name (``<buffer>``, ``<stream>``, ``<fd>``)."""
+    return None if not name or name.startswith("<") else name
 
 
 class naming_file:  # noqa: N801 - used as a context manager, named as contextlib's are

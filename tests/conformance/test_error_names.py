@@ -11,6 +11,7 @@ import pickle
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 import arrayio
@@ -116,3 +117,59 @@ def test_a_file_of_no_format_and_a_foreign_file_are_named_as_the_formats_are(tmp
     with pytest.raises(arrayio.FormatError) as caught:
         foreign_files.info(foreign)
     assert caught.value.file == str(foreign) and str(caught.value) == f"{foreign}: {caught.value.message}"
+
+
+def _damaged_chunk(format_name, demo, tmp_path):
+    """A copy of the demo file that opens, whose model reads raise a FormatError (None if no flip near the end
+    does: that format's reads check nothing the open has not)."""
+    from arrayio._tree import tree_of
+
+    data = demo.read_bytes()
+    path = tmp_path / f"chunk{FORMATS[format_name].extensions[0]}"
+    for back in range(1, min(256, len(data)) + 1):
+        damaged = bytearray(data)
+        damaged[-back] ^= 0xFF
+        path.write_bytes(damaged)
+        try:
+            with arrayio.open(path) as reader:
+                for _name, array in tree_of(reader).arrays():
+                    for coords in np.ndindex(*array.grid):
+                        array.read(coords)
+        except arrayio.FormatError as error:
+            if "chunk" in error.message or "image" in error.message or "frame" in error.message:
+                return path
+    return None
+
+
+def test_every_view_names_the_file_of_a_damaged_chunk(format_name, demo, tmp_path):
+    """The views read chunks through the array model, not the reader's methods: before, a digest mismatch met in
+    a dask task, a zarr read or a conversion named no file."""
+    import zarr
+
+    from arrayio import dask as arrayio_dask
+    from arrayio.convert import convert
+    from arrayio.zarr import open_store
+
+    path = _damaged_chunk(format_name, demo, tmp_path)
+    if path is None:
+        assert FORMATS[format_name].model not in _CHECKED_ON_READ
+        return
+
+    def through_zarr():
+        store = open_store(str(path))
+        try:
+            group = zarr.open_group(store=store, mode="r")
+            for _name, node in group.members(max_depth=None):
+                if isinstance(node, zarr.Array):
+                    node[...]
+        finally:
+            store.close()
+
+    views = {"dask": lambda: [array.compute(scheduler="sync")
+                              for array in arrayio_dask.to_dask_tree(str(path)).values()],
+             "zarr": through_zarr,
+             "convert": lambda: convert(path, tmp_path / "out.zarr")}
+    for view, read in views.items():
+        with pytest.raises(arrayio.FormatError) as caught:
+            read()
+        assert caught.value.file == str(path), f"{format_name} through {view}: {caught.value}"
