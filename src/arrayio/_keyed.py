@@ -160,7 +160,7 @@ class Prepared:
         return self.lengths * ITEMSIZES[self.codes]
 
 
-@names_its_file(lambda store: store._source.name)
+@names_its_file(lambda store: store._source.name, naming_itself=("__getitem__",))
 class Store(ReaderBase, Mapping):
     """A read-only mapping of key -> 1-D numpy array, in file order.
 
@@ -207,7 +207,8 @@ class Store(ReaderBase, Mapping):
             dtype, count, offset = self._locations[key]
             buffer = self._buffer
             if buffer is None:  # a source read in ranges
-                array = self._source.array(offset, count, dtype, f"array {key!r}")
+                with naming_file(self._source.name):
+                    array = self._source.array(offset, count, dtype, f"array {key!r}")
             else:
                 # The parser checked every array range against the store, so no second check here.
                 array = _frombuffer(buffer, dtype, count, offset)

@@ -33,11 +33,13 @@ ReaderClass = TypeVar("ReaderClass", bound=type)
 _READING_SPECIAL_METHODS = frozenset({"__init__", "__getitem__", "__iter__", "__len__", "__contains__", "__array__"})
 
 
-def names_its_file(file_of: Callable[[Any], str | None]) -> Callable[[ReaderClass], ReaderClass]:
+def names_its_file(file_of: Callable[[Any], str | None], *,
+                   naming_itself: tuple[str, ...] = ()) -> Callable[[ReaderClass], ReaderClass]:
     """A class decorator: the FormatErrors that the class's methods, properties and data access raise name
-    the file ``file_of(instance)`` (its Source's name) in front of their message."""
+    the file ``file_of(instance)`` (its Source's name) in front of their message. The methods in
+    ``naming_itself`` (a hot path, such as a mapping's lookup) name it themselves, where they can fail."""
     def decorate(cls: ReaderClass) -> ReaderClass:
-        seen: set[str] = set()
+        seen: set[str] = set(naming_itself)
         for owner in cls.__mro__:  # the class's own members and its mixins' (batch reads, entry lines)
             members = {name: member for name, member in vars(owner).items() if name not in seen}
             seen.update(members)
