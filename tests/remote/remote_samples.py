@@ -4,6 +4,7 @@ read with a local one (shared by the remote tests and the benchmark)."""
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +55,8 @@ def write_sample(kind: str, folder: Path) -> Path:
     elif kind == "bloscpack/ours":
         bloscpack.pack_ndarray_to_file(_bloscpack_array(), path, chunk_size=128 << 10)
     elif kind == "bloscpack/reference":
-        references.bloscpack(pytest.importorskip).pack_ndarray_to_file(_bloscpack_array(), str(path), chunk_size=128 << 10)
+        references.bloscpack(pytest.importorskip).pack_ndarray_to_file(_bloscpack_array(), str(path),
+                                                                       chunk_size=128 << 10)
     elif kind == "kdb/ours":
         with kdb.Writer(path, created_timestamp=0) as out:
             for episode in _kdb_episodes():
@@ -109,3 +111,29 @@ def assert_same(left: Any, right: Any) -> None:
             assert_same(a, b)
     else:
         assert left == right
+
+
+def write_jpeg_shards(folder: Path, shards: int, episodes: int,
+                      episode: Callable[[int, int], tuple[np.ndarray, np.ndarray, dict[str, Any]]]) -> list[Path]:
+    """``shards`` .kdb files (JPEG images) of ``episodes`` episodes each: ``episode(shard, number)`` gives one's
+    states, actions and the rest of ``add_episode``'s arguments (its images among them)."""
+    from arrayio import kdb
+
+    paths = []
+    for shard in range(shards):
+        path = folder / f"part-{shard}.kdb"
+        with kdb.Writer(path, compress="jpeg") as writer:
+            for number in range(episodes):
+                states, actions, rest = episode(shard, number)
+                writer.add_episode(states, actions, **rest)
+        paths.append(path)
+    return paths
+
+
+def put_shards(paths: list[Path], s3_put: Callable[[str, bytes], str], request: Any, what: str) -> str:
+    """The ``s3://`` glob of ``paths`` put on the S3 server under a prefix of ``what`` and the test's name (with
+    its parameters, less the brackets a glob would read as a set)."""
+    prefix = f"{what}-" + request.node.name.replace("[", "-").replace("]", "")
+    for path in paths:
+        s3_put(f"{prefix}/{path.name}", path.read_bytes())
+    return f"s3://{BUCKET}/{prefix}/*.kdb"

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from remote_samples import BUCKET
-
-from arrayio import kdb
+from remote_samples import put_shards, write_jpeg_shards
 
 torch = pytest.importorskip("torch")
 
@@ -18,28 +16,20 @@ SHARDS, EPISODES, FRAMES, SIZE = 3, 3, 8, 64  # noise JPEGs of ~10 KB: an episod
 KEYS = ("states", "actions", "image.front", "shard")
 
 
+def _episode(shard: int, number: int) -> tuple[np.ndarray, np.ndarray, dict]:
+    rng = np.random.default_rng([shard, number])
+    return (rng.standard_normal((FRAMES, 4)).astype(np.float32), rng.standard_normal((FRAMES, 2)).astype(np.float32),
+            {"task": f"task {number}", "images": {"front": rng.integers(0, 255, (FRAMES, SIZE, SIZE, 3), np.uint8)}})
+
+
 @pytest.fixture(scope="module")
 def episode_files(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("episode-shards")
-    paths = []
-    for shard in range(SHARDS):
-        path = folder / f"part-{shard}.kdb"
-        with kdb.Writer(path, compress="jpeg") as writer:
-            for episode in range(EPISODES):
-                rng = np.random.default_rng([shard, episode])
-                writer.add_episode(rng.standard_normal((FRAMES, 4)).astype(np.float32),
-                                   rng.standard_normal((FRAMES, 2)).astype(np.float32), task=f"task {episode}",
-                                   images={"front": rng.integers(0, 255, (FRAMES, SIZE, SIZE, 3), np.uint8)})
-        paths.append(path)
-    return paths
+    return write_jpeg_shards(tmp_path_factory.mktemp("episode-shards"), SHARDS, EPISODES, _episode)
 
 
 @pytest.fixture
 def remote_episodes(episode_files, s3_put, request):
-    prefix = "episodes-" + request.node.name.replace("[", "-").replace("]", "")
-    for path in episode_files:
-        s3_put(f"{prefix}/{path.name}", path.read_bytes())
-    return f"s3://{BUCKET}/{prefix}/*.kdb"
+    return put_shards(episode_files, s3_put, request, "episodes")
 
 
 def _opened(dataset: EpisodeDataset) -> EpisodeDataset:

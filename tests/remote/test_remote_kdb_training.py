@@ -9,7 +9,7 @@ import io
 
 import numpy as np
 import pytest
-from remote_samples import BUCKET
+from remote_samples import BUCKET, put_shards, write_jpeg_shards
 
 from arrayio import kdb
 
@@ -25,28 +25,21 @@ def _noise_frames(seed: int) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, 255, (FRAMES, SIZE, SIZE, 3), np.uint8)
 
 
+def _marked_episode(shard: int, number: int) -> tuple[np.ndarray, np.ndarray, dict]:
+    """States that say where each frame comes from (shard, episode, frame), and noise images."""
+    marks = np.stack([np.full(FRAMES, shard), np.full(FRAMES, number), np.arange(FRAMES)], 1)
+    return (marks.astype(np.float32), marks[:, :2].astype(np.float32),
+            {"images": {"front": _noise_frames(100 * shard + number)}})
+
+
 @pytest.fixture(scope="module")
 def shard_files(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("train-shards")
-    paths = []
-    for shard in range(SHARDS):
-        path = folder / f"part-{shard}.kdb"
-        with kdb.Writer(path, compress="jpeg") as writer:
-            for episode in range(EPISODES):
-                marks = np.stack([np.full(FRAMES, shard), np.full(FRAMES, episode), np.arange(FRAMES)], 1)
-                writer.add_episode(marks.astype(np.float32), marks[:, :2].astype(np.float32),
-                                   images={"front": _noise_frames(100 * shard + episode)})
-        paths.append(path)
-    return paths
+    return write_jpeg_shards(tmp_path_factory.mktemp("train-shards"), SHARDS, EPISODES, _marked_episode)
 
 
 @pytest.fixture
-def remote_shards(shard_files, s3_put, s3_options, request):
-    # The test's name and its parameters ("[obstore]"), without the brackets a glob would read as a set.
-    prefix = "train-" + request.node.name.replace("[", "-").replace("]", "")
-    for path in shard_files:
-        s3_put(f"{prefix}/{path.name}", path.read_bytes())
-    return f"s3://{BUCKET}/{prefix}/*.kdb"
+def remote_shards(shard_files, s3_put, request):
+    return put_shards(shard_files, s3_put, request, "train")
 
 
 def _batches(dataset, workers: int, batch_size: int = 10) -> list[dict]:
