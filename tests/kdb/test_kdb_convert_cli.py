@@ -127,7 +127,7 @@ def test_ingest_refuses_a_frame_rate_or_tolerance_that_is_not_a_finite_number(cl
 def test_ingest_hdf5_of_a_file_that_is_not_hdf5_names_it(cli, sample, tmp_path):
     # Before: "arrayio: Unable to synchronously open file (file signature not found)", naming no file.
     result = cli("kdb", "ingest-hdf5", sample, tmp_path / "x.kdb")
-    assert result.returncode == 1 and b"sample.kdb is not an HDF5 file" in result.stderr, result.stderr
+    assert result.returncode == 1 and b"sample.kdb: HDF5: not an HDF5 file" in result.stderr, result.stderr
     assert not (tmp_path / "x.kdb").exists()
 
 

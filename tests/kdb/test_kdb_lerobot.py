@@ -84,12 +84,18 @@ def test_ingest_errors_name_the_problem(tmp_path):
     table = pq.read_table(episodes_file).to_pydict()
     table[f"videos/{CAMERA}/from_timestamp"][1] += 0.5 / FPS  # off the frame grid
     pq.write_table(pa.table(table), episodes_file)
-    with pytest.raises(ValueError, match=r"has no frame at 0\.11666"):
+    with pytest.raises(ValueError, match=r"file-000\.mp4: LeRobot: no frame at 0\.11666"):
         ingest_lerobot(tmp_path / "ds", tmp_path / "out.kdb")
     assert not (tmp_path / "out.kdb").exists()
     (tmp_path / "ds" / "videos" / CAMERA / "chunk-000" / "file-000.mp4").unlink()
-    with pytest.raises(ValueError, match="cannot open video .*file-000.mp4"):
+    with pytest.raises(ValueError, match="file-000.mp4: LeRobot: cannot open the video") as caught:
         ingest_lerobot(tmp_path / "ds", tmp_path / "out.kdb")
+    # The file as every FormatError holds it (before: in the text only, after "kdb: cannot open video").
+    assert caught.value.file == str(tmp_path / "ds" / "videos" / CAMERA / "chunk-000" / "file-000.mp4")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="LeRobot: no data") as caught:
+        ingest_lerobot(tmp_path / "empty", tmp_path / "out.kdb")
+    assert caught.value.file == str(tmp_path / "empty")
 
 
 @pytest.mark.parametrize("codec", ["h264", "av1"])

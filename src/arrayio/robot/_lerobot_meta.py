@@ -31,9 +31,8 @@ MAX_TEMPLATE = 1024
 def metadata_error(path: Path | str, field: str, expected: str, found: Any) -> FormatError:
     """A FormatError for a LeRobot dataset's metadata: the file, the field, what was expected."""
     shown = repr(found)
-    return FormatError(f"LeRobot: {path}: {field}: expected {expected}, found {shown[:80]}"
-                       f"{'...' if len(shown) > 80 else ''}", format="LeRobot", field=f"{path} {field}",
-                       expected=expected, found=shown[:80])
+    return FormatError(f"LeRobot: {field}: expected {expected}, found {shown[:80]}{'...' if len(shown) > 80 else ''}",
+                       format="LeRobot", field=field, expected=expected, found=shown[:80]).naming(str(path))
 
 
 def expand_template(template: Any, fields: dict[str, Any], *, name: str, path: Path | str) -> str:
@@ -125,6 +124,6 @@ def dataset_errors(path: Path) -> Iterator[None]:
     except ArrayIOError:
         raise
     except (pa.ArrowException, OSError, TypeError, ValueError, KeyError, IndexError, OverflowError) as error:
-        raise FormatError(f"LeRobot: {path}: {type(error).__name__}: {str(error)[:300]}", format="LeRobot",
-                          field=str(path), expected="values of the types LeRobot writes",
-                          found=f"{type(error).__name__}: {str(error)[:300]}") from None
+        raise FormatError(f"LeRobot: {type(error).__name__}: {str(error)[:300]}", format="LeRobot",
+                          expected="values of the types LeRobot writes",
+                          found=f"{type(error).__name__}: {str(error)[:300]}").naming(str(path)) from None

@@ -58,10 +58,10 @@ class VideoReader:
         try:
             self._container = av.open(os.fspath(path))
         except (FileNotFoundError, av.error.FFmpegError) as error:
-            raise FormatError(f"kdb: cannot open video {path}: {error}") from None
+            raise _video_error(path, f"cannot open the video: {error}") from None
         if not self._container.streams.video:
             self._container.close()
-            raise FormatError(f"kdb: {path} has no video stream")
+            raise _video_error(path, "no video stream")
         self._stream = self._container.streams.video[0]
         self._check_size(self._stream.codec_context.width, self._stream.codec_context.height)
         self._stream.thread_type = "AUTO"
@@ -99,18 +99,18 @@ class VideoReader:
                         self._pixels = self._current[1].to_ndarray(format="rgb24")
                     return self._pixels
                 if found > seconds + tolerance:
-                    raise FormatError(f"kdb: {self.path} has no frame at {_time(seconds)} s (within {tolerance:g} s); "
-                                     f"the next frame is at {_time(found)} s")
+                    raise _video_error(self.path, f"no frame at {_time(seconds)} s (within {tolerance:g} s); the next "
+                                                  f"frame is at {_time(found)} s")
             try:
                 frame = next(self._frames, None)
             except av.error.FFmpegError as error:
-                raise FormatError(f"kdb: cannot decode {self.path}: {error}") from None
+                raise _video_error(self.path, f"cannot decode the video: {error}") from None
             if frame is None:
-                raise FormatError(f"kdb: {self.path} ends before {_time(seconds)} s")
+                raise _video_error(self.path, f"the video ends before {_time(seconds)} s")
             if (frame.width, frame.height) != (self._stream.codec_context.width, self._stream.codec_context.height):
                 self._check_size(frame.width, frame.height)  # a stream may change size midway
             if frame.time is None:
-                raise FormatError(f"kdb: {self.path} has a frame without a presentation time")
+                raise _video_error(self.path, "a frame without a presentation time")
             self._current = (float(frame.time), frame)
             self._pixels = None
 
@@ -172,3 +172,8 @@ class VideoWriter:
             self._container.mux(self._stream.encode(None))
         finally:
             self._container.close()
+
+
+def _video_error(path: Any, what: str) -> FormatError:
+    """A FormatError about one video of a LeRobot dataset, naming the file as every FormatError does."""
+    return FormatError(f"LeRobot: {what}", format="LeRobot").naming(os.fsdecode(path))

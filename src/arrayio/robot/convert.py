@@ -63,7 +63,7 @@ def ingest_hdf5(source: Any, target: Any, *, compress: str | None = "jpeg", qual
     except (FileNotFoundError, IsADirectoryError, PermissionError):
         raise
     except OSError as error:  # h5py's message names neither the file nor what it is not
-        raise FormatError(f"kdb: {os.fsdecode(source)} is not an HDF5 file ({error})") from None
+        raise FormatError(f"HDF5: not an HDF5 file ({error})", format="HDF5").naming(os.fsdecode(source)) from None
     with opened as hdf5:
         if "data" not in hdf5:
             raise ValueError(f"kdb: {os.fsdecode(source)} has no 'data' group (not a robomimic-layout file)")

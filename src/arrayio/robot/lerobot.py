@@ -104,11 +104,12 @@ def ingest_lerobot(source: Any, target: Any, *, compress: str | None = "jpeg", q
         tasks = _lerobot_tasks(root / "meta")
         episodes = _episode_table(root, info, video_keys)
     if video_keys and not episodes:
-        raise FormatError(f"kdb: {root} has video features {video_keys} but no episode table "
-                         "(meta/episodes/*.parquet or meta/episodes.jsonl)")
+        raise FormatError(f"LeRobot: video features {video_keys} but no episode table (meta/episodes/*.parquet or "
+                          "meta/episodes.jsonl)", format="LeRobot").naming(str(root))
     files = _dataset_files(root, root / "data")
     if not files:
-        raise FormatError(f"kdb: {root} has no data/**/*.parquet files (not a LeRobot dataset folder)")
+        raise FormatError("LeRobot: no data/**/*.parquet files (not a LeRobot dataset folder)",
+                          format="LeRobot").naming(str(root))
     seen: set[int] = set()
     videos = Videos(tolerance_s)
     try:
@@ -156,7 +157,8 @@ def _lerobot_tasks(meta: Path) -> dict[int, str]:
         table = pq.read_table(meta / "tasks.parquet").to_pydict()
         names = table.get("task") or table.get("__index_level_0__")
         if names is None or "task_index" not in table:
-            raise FormatError(f"kdb: {meta / 'tasks.parquet'} has no task_index and task (or pandas index) columns")
+            raise FormatError("LeRobot: no task_index and task (or pandas index) columns",
+                              format="LeRobot").naming(str(meta / "tasks.parquet"))
         return {int(index): str(name) for index, name in zip(table["task_index"], names)}
     return {}
 
