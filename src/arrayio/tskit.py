@@ -67,13 +67,13 @@ def _store(target: Any, storage_options: dict | None) -> kastore.Store:
 def check_tree_sequence(store: kastore.Store) -> None:
     """Raise a FormatError unless ``store`` is a tskit file (its ``format/name`` key says ``tskit.trees``)."""
     if "format/name" not in store:
-        raise FormatError(f"tskit: {store.source.name} is a kastore file without the key 'format/name', not a "
-                          "tskit tree sequence", format=FORMAT_NAME, field="format/name",
-                          expected=_FILE_NAME.decode(), found="no such key")
+        raise FormatError("tskit: a kastore file without the key 'format/name', not a tskit tree sequence",
+                          format=FORMAT_NAME, field="format/name", expected=_FILE_NAME.decode(),
+                          found="no such key").naming(store.file_name)
     name = bytes(_fetch(store, ["format/name"])["format/name"])
     if name != _FILE_NAME:
         raise FormatError(format=FORMAT_NAME, field="format/name", offset=store.extent("format/name")[0],
-                          expected=_FILE_NAME.decode(), found=name)
+                          expected=_FILE_NAME.decode(), found=name).naming(store.file_name)
 
 
 def _fetch(store: kastore.Store, keys: Iterable[str]) -> dict[str, np.ndarray]:

@@ -145,6 +145,7 @@ def test_ingest_hdf5_names_the_demo_and_dataset_it_cannot_read(tmp_path, change,
     source = write_robomimic(tmp_path / "r.hdf5")
     with h5py.File(source, "a") as hdf5:
         change(hdf5["data"])
-    with pytest.raises(arrayio.FormatError, match=words):
+    with pytest.raises(arrayio.FormatError, match=words) as caught:
         convert.ingest_hdf5(source, tmp_path / "r.kdb")
+    assert caught.value.file == str(source)  # before: the demo and dataset, not the file that holds them
     assert not (tmp_path / "r.kdb").exists()

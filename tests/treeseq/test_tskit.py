@@ -97,11 +97,12 @@ def test_a_kastore_file_that_is_no_tree_sequence_is_named(tmp_path):
     kastore.dump({"x": np.arange(3)}, path)
     with pytest.raises(FormatError, match="format/name") as caught:
         arrayio_tskit.info(path)
-    assert caught.value.field == "format/name"
+    assert caught.value.field == "format/name" and caught.value.file == str(path)
     other = tmp_path / "other.trees"
     kastore.dump({"format/name": np.frombuffer(b"something", np.int8)}, other)
-    with pytest.raises(FormatError, match="tskit.trees"):
+    with pytest.raises(FormatError, match="tskit.trees") as caught:
         arrayio_tskit.load(other)
+    assert str(caught.value).startswith(f"{other}: tskit: format/name at byte ")
 
 
 def test_the_registry_routes_trees_files_to_the_tskit_view(trees_files):

@@ -20,7 +20,7 @@ import numpy as np
 from .._edge import open_output
 from .._names import path_segment
 from .._optional import require
-from ..errors import FormatError
+from ..errors import FormatError, naming_file
 from ..kdb import Writer
 from ..kdb import open as open_file
 from ._arguments import finite_number
@@ -72,7 +72,8 @@ def ingest_hdf5(source: Any, target: Any, *, compress: str | None = "jpeg", qual
             task = _robomimic_task(data.attrs.get("env_args"))
         demos = sorted((name for name in data if _DEMO.match(name)), key=_demo_number)
         written = 0
-        with Writer(target, compress=compress, quality=quality) as writer:
+        # A demo that is not what robomimic writes names this file; the output is not published.
+        with Writer(target, compress=compress, quality=quality) as writer, naming_file(os.fsdecode(source)):
             for done, name in enumerate(demos):
                 written += _ingest_demo(writer, data[name], name, embodiment=embodiment, task=task, fps=fps)
                 progress(done + 1, len(demos))
