@@ -144,6 +144,7 @@ def test_json_errors_for_missing_and_unknown_files(cli, tmp_path):
         # an unknown format names the magic bytes at offset 0; a missing file has neither
         expected = (None, None) if path.name == "missing" else ("magic", 0)
         assert (error["field"], error["offset"]) == expected
+        assert error["file"] == str(path)  # an OSError's filename, a FormatError's file
     usage = cli("info", "--json")
     assert usage.returncode == 2 and json.loads(usage.stdout)["error"]["message"] == "Missing argument 'FILE'."
 
@@ -310,3 +311,11 @@ def _read_terminal(fd: int) -> bytes:
         return os.read(fd, 65536)
     except OSError:  # EIO: the other end is closed and everything was read
         return b""
+
+
+def test_the_json_error_of_an_os_error_about_an_fd_names_no_file():
+    from arrayio.cli._common import error_object
+
+    error = OSError(9, "Bad file descriptor")
+    error.filename = 3  # what os functions given a descriptor set: not a name to print as one
+    assert error_object(error)["error"]["file"] is None

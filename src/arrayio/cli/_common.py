@@ -74,6 +74,8 @@ def error_text(error: BaseException) -> str:
 def error_object(error: BaseException) -> dict[str, Any]:
     """``{"error": {"message", "file", "field", "offset"}}``: what ``--json`` prints when a verb fails."""
     file = error.file if isinstance(error, FormatError) else getattr(error, "filename", None)
+    if not isinstance(file, (str, bytes, os.PathLike)):  # an OSError's filename may be an fd, or None
+        file = None
     return {"error": {"message": error_text(error), "file": None if file is None else os.fsdecode(file),
                       "field": getattr(error, "field", None) if isinstance(error, FormatError) else None,
                       "offset": getattr(error, "offset", None) if isinstance(error, FormatError) else None}}
