@@ -61,7 +61,7 @@ def names_its_file(file_of: Callable[[Any], str | None], *,
 
 def _file_name(file_of: Callable[[Any], str | None], reader: Any) -> str | None:
     try:
-        return file_named(file_of(reader))
+        return file_of(reader)  # FormatError.naming leaves out what names no file (<buffer>)
     except Exception:  # noqa: BLE001 - a reader closed, or failed before it held its source: no name to give
         return None
 
