@@ -138,6 +138,15 @@ def test_ingest_hdf5_of_a_file_that_is_not_hdf5_names_it(cli, sample, tmp_path):
     (lambda data: data["demo_0"].__delitem__("rewards") or data["demo_0"].create_dataset("rewards",
                                                                                           data=np.zeros((5, 2))),
      r"demo_0/rewards has shape \(5, 2\); one value per frame"),
+    # Before: plain ValueErrors that named the demo but not the file, and "kdb:" (the output's format).
+    (lambda data: data["demo_1"].__delitem__("actions"), "HDF5: data/demo_1 has no 'actions' dataset"),
+    (lambda data: data["demo_0"].__delitem__("states") or data["demo_0"].create_dataset("states",
+                                                                                         data=np.zeros((4, 9))),
+     "HDF5: data/demo_0 state part 0 has 4 rows, actions has 5"),
+    (lambda data: data["demo_0/obs"].__delitem__("agentview_image") or data["demo_0/obs"].create_dataset(
+        "agentview_image", data=np.zeros((3, 12, 12, 3), np.uint8)),
+     "HDF5: data/demo_0/obs/agentview has 3 frames, actions has 5"),
+    (lambda data: data.file.move("data", "other"), "HDF5: no 'data' group"),
 ])
 def test_ingest_hdf5_names_the_demo_and_dataset_it_cannot_read(tmp_path, change, words):
     # Before: AttributeError ('Dataset' object has no attribute 'get'), "could not convert string to float",

@@ -147,3 +147,16 @@ def test_cli_merge_filter_stats_and_lerobot(cli, tmp_path):
     assert (tmp_path / "out" / "videos" / "observation.images.front" / "chunk-000" / "file-000.mp4").exists()
     again = cli("kdb", "export-lerobot", tmp_path / "lr.kdb", tmp_path / "out")
     assert again.returncode == 1 and b"already exists" in again.stderr
+
+
+def test_merge_of_an_image_marked_compressed_but_not_jpeg_or_png_names_the_file(tmp_path):
+    # Before: a plain ValueError ("kdb: episode 0 frame 0 camera 'top' is marked compressed ...") naming no file.
+    path = write_varied(tmp_path / "a.kdb")
+    data = bytearray(path.read_bytes())
+    start = data.index(b"\xff\xd8\xff")
+    data[start:start + 4] = b"\x00\x00\x00\x00"
+    path.write_bytes(bytes(data))
+    with pytest.raises(arrayio.FormatError, match="episode 0 frame 0 camera 'top' is marked compressed") as caught:
+        tools.merge([path], tmp_path / "m.kdb")
+    assert caught.value.file == str(path)
+    assert not (tmp_path / "m.kdb").exists()

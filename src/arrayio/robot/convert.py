@@ -66,7 +66,8 @@ def ingest_hdf5(source: Any, target: Any, *, compress: str | None = "jpeg", qual
         raise FormatError(f"HDF5: not an HDF5 file ({error})", format="HDF5").naming(os.fsdecode(source)) from None
     with opened as hdf5:
         if "data" not in hdf5:
-            raise ValueError(f"kdb: {os.fsdecode(source)} has no 'data' group (not a robomimic-layout file)")
+            raise FormatError("HDF5: no 'data' group (not a robomimic-layout file)", format="HDF5").naming(
+                os.fsdecode(source))
         data = hdf5["data"]
         if task is None:
             task = _robomimic_task(data.attrs.get("env_args"))
@@ -92,10 +93,10 @@ def _robomimic_task(env_args: Any) -> str:
 def _ingest_demo(writer: Writer, demo: Any, name: str, **meta: Any) -> bool:
     """Write one demo as an episode; False (with a warning) for a demo without frames."""
     if not hasattr(demo, "keys"):
-        raise FormatError(f"kdb: data/{name} is a dataset, not a demo group")
+        raise FormatError(f"HDF5: data/{name} is a dataset, not a demo group", format="HDF5")
     actions = demo.get("actions")
     if not hasattr(actions, "shape") or len(actions.shape) < 1:
-        raise ValueError(f"kdb: {name} has no 'actions' dataset")
+        raise FormatError(f"HDF5: data/{name} has no 'actions' dataset", format="HDF5")
     frames = actions.shape[0]
     if frames == 0:
         warnings.warn(f"kdb: {name} has no frames and is left out (the format cannot hold empty episodes)",
@@ -110,8 +111,8 @@ def _ingest_demo(writer: Writer, demo: Any, name: str, **meta: Any) -> bool:
     for label, data in {"actions": actions, **named_parts, **{key: demo[key] for key in ("rewards", "dones")
                                                                 if key in demo}}.items():
         if getattr(data, "dtype", np.dtype(object)).kind not in "biuf":  # a cast fails later, naming nothing
-            raise FormatError(f"kdb: {name}/{label} holds {getattr(data, 'dtype', type(data).__name__)} values, "
-                              "not numbers")
+            raise FormatError(f"HDF5: data/{name}/{label} holds {getattr(data, 'dtype', type(data).__name__)} values, "
+                              "not numbers", format="HDF5")
     state_parts = list(named_parts.values())
     cameras = {key.removesuffix("_image"): data for key, data in obs.items()
                if data.ndim == 4 and data.dtype == np.uint8}
@@ -119,15 +120,16 @@ def _ingest_demo(writer: Writer, demo: Any, name: str, **meta: Any) -> bool:
     dones = np.asarray(demo["dones"]).reshape(-1) != 0 if "dones" in demo else np.arange(frames) == frames - 1
     for key in ("rewards", "dones"):
         if key in demo and demo[key].shape not in ((frames,), (frames, 1)):
-            raise FormatError(f"kdb: {name}/{key} has shape {demo[key].shape}; one value per frame (the "
-                              f"{frames} rows of actions) is expected")
+            raise FormatError(f"HDF5: data/{name}/{key} has shape {demo[key].shape}; one value per frame (the "
+                              f"{frames} rows of actions) is expected", format="HDF5")
     lengths = {f"state part {number}": len(part) for number, part in enumerate(state_parts)}
     for label, length in lengths.items():
         if length != frames:
-            raise ValueError(f"kdb: {name} {label} has {length} rows, actions has {frames}")
+            raise FormatError(f"HDF5: data/{name} {label} has {length} rows, actions has {frames}", format="HDF5")
     for camera, images in cameras.items():
         if images.shape[0] != frames:
-            raise ValueError(f"kdb: {name}/obs/{camera} has {images.shape[0]} frames, actions has {frames}")
+            raise FormatError(f"HDF5: data/{name}/obs/{camera} has {images.shape[0]} frames, actions has {frames}",
+                              format="HDF5")
     state_dim = sum(int(np.prod(part.shape[1:])) for part in state_parts)
     writer.begin_episode(state_dim=state_dim, action_dim=int(np.prod(actions.shape[1:])), **meta)
     for start in range(0, frames, HDF5_SLICE):

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from .._sources import target_list
+from ..errors import FormatError
 from ..kdb import HEADER_SIZE, INDEX_ENTRY, JPEG_MAGIC, EncodedImage, EpisodeMeta, KdbFile, Writer
 from ..kdb import open as open_file
 from ._arguments import whole_number
@@ -61,7 +62,8 @@ def copy_episode(writer: Writer, kdb: KdbFile, position: int, *, episode_id: int
                 head = bytes(data[:4])
                 encoding = "jpeg" if head.startswith(JPEG_MAGIC) else "png" if head == PNG_MAGIC else None
                 if encoding is None:
-                    raise ValueError(f"kdb: {where} is marked compressed but is neither JPEG nor PNG")
+                    raise FormatError(f"kdb: {where} is marked compressed but is neither JPEG nor PNG",
+                                      format="kdb").naming(kdb.file_name)
                 images[record.camera] = EncodedImage(bytes(data), encoding, record.width, record.height,
                                                      record.channels)
             else:
