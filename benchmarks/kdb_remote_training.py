@@ -15,6 +15,8 @@ serves the shards over HTTP instead, each GET answered that late: what read-ahea
 the shards as a MixtureDataset of two robots (the first half of the shards and the second, weights 0.5
 each) instead of one FrameDataset. ``--step-ms`` makes the consumer wait that long after each batch, as a
 training step on a GPU would (the CPU free meanwhile): the time read-ahead has to hide a round trip in.
+Each epoch is also timed past its first ``FIRST_BATCHES`` batches: a cold epoch's first batches each touch
+most of the shards, so they wait while the server sends most of the set; what follows runs from the caches.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ from arrayio.robot.torch_loader import BATCHES_AHEAD  # noqa: E402
 
 AREA = "kdb-remote-training"
 BUCKET = "arrayio-bench"
+FIRST_BATCHES = 6  # three a worker: what a cold epoch's start waits on the server for (see the docstring)
+Rates = tuple[float, float, float, float, float, float]
 
 
 def write_shards(folder: Path, shards: int, episodes: int, frames: int, size: int) -> list[Path]:
@@ -64,9 +68,10 @@ def write_shards(folder: Path, shards: int, episodes: int, frames: int, size: in
 
 
 def epoch_rates(dataset, epochs: int, batch: int, counts=None, batches_ahead: int = 0,
-                step_s: float = 0.0) -> list[tuple[float, float, float, float, float]]:
+                step_s: float = 0.0) -> list[Rates]:
     """(frames/s, requests per batch, bytes per batch, CPU seconds of this process (the moto server's
-    threads live here), CPU seconds of the workers) of each epoch of a shuffled 2-worker DataLoader
+    threads live here), CPU seconds of the workers, frames/s past the first FIRST_BATCHES batches (NaN for an
+    epoch of fewer than four times as many)) of each epoch of a shuffled 2-worker DataLoader
     whose workers live across epochs; ``batches_ahead`` > 0: its batches from a ReadAheadSampler reading that
     many ahead;
     ``step_s``: the consumer waits that long after each batch, as a training step on a GPU does."""
@@ -93,19 +98,25 @@ def epoch_rates(dataset, epochs: int, batch: int, counts=None, batches_ahead: in
         main_cpu = _rows.cpu_seconds(os.getpid())
         worker_cpu = sum(_rows.cpu_seconds(pid) for pid in workers)  # 0 before the workers start
         batches = frames = 0
+        first_part = (started, 0)
         for got in loader:
             batches += 1
             # A batch of frames names each; a batch of whole episodes (one, collated) holds (1, frames, ...) steps.
             frames += len(got["index"]) if "index" in got else int(np.prod(got["states"].shape[:2]))
+            if batches == FIRST_BATCHES:
+                first_part = (time.perf_counter(), frames)
             if step_s:
                 time.sleep(step_s)  # the CPU is free meanwhile, as while a GPU runs the step
             if not workers:
                 workers = [worker.pid for worker in loader._iterator._workers]  # persistent: the same next epoch
-        elapsed = time.perf_counter() - started
+        ended = time.perf_counter()
+        elapsed = ended - started
         requests, sent = counts.total() if counts is not None else (0, 0)
         results.append((frames / elapsed, requests / batches, sent / batches,
                         _rows.cpu_seconds(os.getpid()) - main_cpu,
-                        sum(_rows.cpu_seconds(pid) for pid in workers) - worker_cpu))
+                        sum(_rows.cpu_seconds(pid) for pid in workers) - worker_cpu,
+                        (frames - first_part[1]) / (ended - first_part[0]) if batches >= 4 * FIRST_BATCHES
+                        else float("nan")))
     return results
 
 
@@ -237,8 +248,8 @@ def main(argv: list[str] | None = None) -> None:
         total = sum(path.stat().st_size for path in paths)
         server = Moto(paths) if args.http_delay_ms is None else DelayedHttp(args.http_delay_ms, paths)
         try:
-            local: list[tuple[float, float, float, float, float]] = []
-            remote: dict[int, list[tuple[float, float, float, float, float]]] = {0: [], args.batches_ahead: []}
+            local: list[Rates] = []
+            remote: dict[int, list[Rates]] = {0: [], args.batches_ahead: []}
             for _ in range(args.repeat):  # interleaved, each with fresh workers (a cold first epoch); best kept
                 local = best_epochs(local, epoch_rates(training_set(paths, None, args.mixture, args.whole_episodes),
                                                        args.epochs,
@@ -261,14 +272,17 @@ def main(argv: list[str] | None = None) -> None:
         (", whole episodes" if args.whole_episodes else "")
     for batches_ahead, label in ((0, ""), (args.batches_ahead, f", next {args.batches_ahead} batch(es) read ahead")):
         for epoch, (mine, theirs) in enumerate(zip(remote[batches_ahead], local)):
-            remote_rate, requests, sent, server_cpu, worker_cpu = mine
-            local_rate, _, _, main_cpu, local_worker_cpu = theirs
+            remote_rate, requests, sent, server_cpu, worker_cpu, remote_later = mine
+            local_rate, _, _, main_cpu, local_worker_cpu, local_later = theirs
             counted = "requests not counted (the server's own process)" if server.counts is None else \
                 f"per batch {requests:.1f} requests, {sent / 1e6:.2f} MB"
+            later = "" if local_later != local_later else (  # NaN: too short an epoch to split
+                f"\n  past its first {FIRST_BATCHES} batches: local {local_later:,.0f}, remote {remote_later:,.0f} "
+                f"frames/s ({remote_later / local_later:.2f})")
             print(f"epoch {epoch + 1}{label}: local {local_rate:,.0f} frames/s, remote {remote_rate:,.0f} frames/s "
                   f"({remote_rate / local_rate:.2f} of local; goal >= 0.8); {counted} (shards {total / 1e6:.1f} MB "
-                  f"in all)\n  CPU seconds: workers {local_worker_cpu:.2f} local, {worker_cpu:.2f} remote; main "
-                  f"process {main_cpu:.2f} local, {server_cpu:.2f} remote (with moto, its threads run there)")
+                  f"in all){later}\n  CPU seconds: workers {local_worker_cpu:.2f} local, {worker_cpu:.2f} remote; "
+                  f"main process {main_cpu:.2f} local, {server_cpu:.2f} remote (with moto, its threads run there)")
             # The physical limit on this machine: both epochs keep every core busy, so the remote one can go no
             # faster than its CPU-seconds allow; moto's share (the main process's excess) is what S3 would spend
             # on other machines.
