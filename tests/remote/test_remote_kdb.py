@@ -210,6 +210,21 @@ def test_bad_entry_is_found_when_its_episode_is_read(serve, many_episodes, backe
         [(problem.field, problem.offset) for problem in kdb.validate(bad)]
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_cut_object_names_its_url_once(serve, many_episodes, backend, tmp_path):
+    # Before: "URL: kdb: episode index (2000 entries of 64 bytes) of URL at byte ...": the remote source wrote
+    # its URL into the field, from before every FormatError named its file in front.
+    cut = many_episodes[:len(many_episodes) - 1000]
+    url, options, _counts = serve("cut.kdb", cut, backend)
+    (tmp_path / "cut.kdb").write_bytes(cut)
+    with pytest.raises(kdb.KinoError) as local, kdb.open(tmp_path / "cut.kdb") as reader:
+        len(reader.index)
+    with pytest.raises(kdb.KinoError) as remote, kdb.open(url, storage_options=options) as reader:
+        len(reader.index)
+    assert remote.value.file == url and str(remote.value).count(url) == 1
+    assert remote.value.message == local.value.message and "episode index" in remote.value.message
+
+
 @pytest.fixture(scope="module")
 def big_episodes() -> bytes:
     """12 episodes of 2 raw 160x160 frames: their metadata blobs 150 KB apart, past any read's window."""

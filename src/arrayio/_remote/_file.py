@@ -24,7 +24,7 @@ import numpy as np
 
 from .._binary import Source
 from .._optional import require
-from ..errors import ErrorKinds, ObjectChangedError, UnsupportedError
+from ..errors import ErrorKinds, FormatError, ObjectChangedError, UnsupportedError
 from . import _byteranges as byteranges
 from ._cache import Fetched, _BlockCache
 from ._http import _HTTPTransport, _origin
@@ -627,10 +627,11 @@ class RemoteSource(Source):
         return self.remote.size, self.remote.etag, self.remote.client
 
     def check(self, offset: int, length: int, what: str) -> None:
-        """Like Source.check; a range past the end names the URL."""
-        if 0 <= offset and 0 <= length and offset + length > self.size:
-            raise self.errors.truncated_at(f"{what} of {self.name}", offset, length, self.size)
-        super().check(offset, length, what)
+        """Like Source.check; the error names the URL (once: a reader that names its file finds it named)."""
+        try:
+            super().check(offset, length, what)
+        except FormatError as error:
+            raise error.naming(self.name) from None
 
     def view(self, offset: int, length: int, what: str) -> memoryview:
         """``length`` bytes at ``offset``, fetched (or from the cache), bounds-checked."""
