@@ -38,7 +38,7 @@ def test_ingest_hdf5_skips_empty_demos_and_groups(tmp_path):
     with h5py.File(source, "a") as hdf5:
         hdf5["data/demo_5/actions"] = np.zeros((0, 7))
         hdf5["data/demo_1/obs"].create_group("nested")
-    with pytest.warns(RuntimeWarning, match="demo_5 has no frames"):
+    with pytest.warns(RuntimeWarning, match="HDF5: data/demo_5 has no frames"):
         assert convert.ingest_hdf5(source, tmp_path / "out.kdb", compress="png") == 2
     assert arrayio.info(tmp_path / "out.kdb")["cameras"] == ["agentview", "robot0_eye_in_hand"]
 

@@ -99,7 +99,7 @@ def _ingest_demo(writer: Writer, demo: Any, name: str, **meta: Any) -> bool:
         raise FormatError(f"HDF5: data/{name} has no 'actions' dataset", format="HDF5")
     frames = actions.shape[0]
     if frames == 0:
-        warnings.warn(f"kdb: {name} has no frames and is left out (the format cannot hold empty episodes)",
+        warnings.warn(f"HDF5: data/{name} has no frames and is left out (kdb cannot hold empty episodes)",
                       RuntimeWarning, stacklevel=3)
         return False
     group = demo.get("obs", {})
