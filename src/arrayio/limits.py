@@ -50,6 +50,9 @@ LIMITS = {limit.name: limit for limit in (
     Limit("references", 1_000_000, "entries (chunk references and metadata) of one reference set (kerchunk)",
           unit="references"),
     Limit("npz_member_bytes", 256 << 20, "decompressed bytes of one .npz member read at once"),
+    Limit("remote_cache_bytes", 512 << 20,
+          "fetched bytes that all remote objects' caches of one process hold together (a budget, not a check: "
+          "past it the least recently used ranges are dropped)"),
 )}
 
 _SUFFIXES = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}

@@ -514,3 +514,20 @@ def test_a_worker_that_exits_leaves_this_process_http_connections_alone(shard_fi
     assert result.returncode == 0, result.stderr[-2000:]
     seen, frames, seconds = json.loads(result.stdout.strip().splitlines()[-1])
     assert seen == frames == SHARDS * EPISODES * FRAMES and seconds < 2
+
+
+def test_a_process_over_many_remote_shards_keeps_the_cache_budget(shard_files, remote_shards, s3_options):
+    # Before: each open shard kept up to 32 MiB of fetched sections, so a worker over hundreds of remote shards
+    # could hold 32 MiB of each; now every shard's cache of the process shares remote_cache_bytes.
+    from arrayio import limits
+
+    budget = sum(path.stat().st_size for path in shard_files) // 3
+    with limits.raised(remote_cache_bytes=budget):
+        remote = FrameDataset(remote_shards, storage_options=s3_options, image_format="uint8")
+        got = _batches(remote, workers=0)
+        held = sum(shard.source.remote._cache.held for shard in remote.shards._files.values())
+    want = _batches(FrameDataset(shard_files, image_format="uint8"), workers=0)
+    for mine, theirs in zip(got, want, strict=True):
+        for key in ("state", "image.front", "index"):
+            assert torch.equal(mine[key], theirs[key]), key
+    assert 0 < held <= budget

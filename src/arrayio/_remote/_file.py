@@ -534,7 +534,7 @@ class RemoteFile:
     @property
     def _window(self) -> int:
         """The most a prefetch (or one window of a planned span) puts in the cache at once: half of it."""
-        return max(1, self._cache.capacity // 2)
+        return max(1, self._cache.room // 2)
 
     def _planned_end(self, offset: int) -> int:
         """The end of the span announced by prefetch that holds ``offset`` (0 when none does)."""
