@@ -4,7 +4,9 @@ A small file can declare a huge size (an image header claiming 8192x8192
 pixels, a chunk claiming 2 GiB, a computed matrix of 2^31 rows); every reader
 checks such a declared size here, once per kind, before it takes the memory.
 What is over a limit raises :class:`arrayio.errors.LimitError` (a
-``FormatError``) that names the limit, the size and how to raise it.
+``FormatError``) that names the limit, the size and how to raise it. One limit is a budget instead:
+``remote_cache_bytes``, what all remote objects' caches of a process hold together (past it the least
+recently used ranges are dropped, nothing raises).
 
 Raise a limit for a block of code, process-wide, or from the environment
 (read when a limit is asked for, so DataLoader workers and CLI runs see it)::

@@ -69,7 +69,6 @@ class _Budget:
                 self._order.pop((cache_id, start), None)
                 self.held -= size
 
-
     def after_fork(self) -> None:
         """(In a forked child) a lock of its own: another thread of the parent may have held it at the fork."""
         self.lock = threading.RLock()
