@@ -1,6 +1,6 @@
-"""Every remote object's cache of one process holds, with all the others, at most the ``remote_cache_bytes``
-limit. Before, each kept up to its own 32 MiB, so a process reading many remote files (a DataLoader worker
-over hundreds of shards) could keep 32 MiB of each."""
+"""Where the ``remote_cache_bytes`` budget is set, every remote object's cache of one process holds, with all
+the others, at most that. Before, each kept up to its own 32 MiB whatever the user set, so a process reading
+many remote files (a DataLoader worker over hundreds of shards) could keep 32 MiB of each."""
 
 from __future__ import annotations
 
@@ -50,6 +50,10 @@ def test_a_released_remote_file_stops_counting(http_server):
     before = _BUDGET.held
     remote.release()
     assert _BUDGET.held == before - (1 << 20) and remote._cache.held == 0
+
+
+def test_the_budget_is_off_unless_set():
+    assert limits.get("remote_cache_bytes") == limits.NO_BUDGET  # random reads thrash under a small one
 
 
 def test_a_prefetch_window_fits_the_budget(http_server):

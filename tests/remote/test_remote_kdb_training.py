@@ -518,7 +518,8 @@ def test_a_worker_that_exits_leaves_this_process_http_connections_alone(shard_fi
 
 def test_a_process_over_many_remote_shards_keeps_the_cache_budget(shard_files, remote_shards, s3_options):
     # Before: each open shard kept up to 32 MiB of fetched sections, so a worker over hundreds of remote shards
-    # could hold 32 MiB of each; now every shard's cache of the process shares remote_cache_bytes.
+    # could hold 32 MiB of each, whatever the user wanted; now the remote_cache_bytes budget, where set, bounds
+    # every shard's cache of the process together.
     from arrayio import limits
 
     budget = sum(path.stat().st_size for path in shard_files) // 3

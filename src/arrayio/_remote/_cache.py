@@ -1,10 +1,10 @@
 """The bounded caches of remote objects' fetched byte ranges: each object's own, and all of them together.
 
-Each object's cache holds at most its ``capacity``; every cache of the process together holds at most the
-``remote_cache_bytes`` limit (``arrayio.limits``), the least recently used extent of any of them dropped
-first. Without the shared bound a process reading many remote files (a DataLoader worker over hundreds of
-shards) kept up to ``capacity`` of each. One lock guards every cache, because making room in one drops
-extents of another.
+Each object's cache holds at most its ``capacity``. Where the ``remote_cache_bytes`` limit is set
+(``arrayio.limits``; off by default), every cache of the process together holds at most that, the least
+recently used extent of any of them dropped first: a process reading many remote files (a DataLoader worker
+over hundreds of shards) otherwise keeps up to ``capacity`` of each. One lock guards every cache, because
+making room in one drops extents of another.
 """
 
 from __future__ import annotations
