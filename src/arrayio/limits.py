@@ -27,7 +27,7 @@ from typing import Iterator
 
 from .errors import LimitError
 
-__all__ = ["Limit", "LIMITS", "get", "set", "raised", "check", "LimitError", "ENVIRONMENT"]
+__all__ = ["Limit", "LIMITS", "NO_BUDGET", "get", "set", "raised", "check", "LimitError", "ENVIRONMENT"]
 
 ENVIRONMENT = "ARRAYIO_LIMITS"
 # The default of a budget that is off: more bytes than any process holds. A budget below what a process reads
