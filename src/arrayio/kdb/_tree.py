@@ -16,6 +16,7 @@ from .._names import path_segment
 from .._tree import Array, Group, jsonable, rows_per_chunk
 from ..errors import UnsupportedError
 from ._codec import step_dtype
+from ._images import check_decoded_size
 from ._reader import EpisodeImages, KdbFile
 
 
@@ -101,8 +102,10 @@ def _camera_array(kdb: KdbFile, images: Any, camera: str, record: Any) -> Array:
         frame = coords[0]
         try:
             found = images.record(frame, camera)
-        except KeyError:
-            return np.zeros((1, *image_shape), dtype=np.uint8)  # this frame has no image of the camera
+        except KeyError:  # this frame has no image of the camera: zeros of the first frame's size, if it holds
+            check_decoded_size(record.width, record.height, record.channels, record.length, record.compressed,
+                               f"episode {images.position} camera {camera!r} image", record.offset)
+            return np.zeros((1, *image_shape), dtype=np.uint8)
         pixels = kdb.decode_image(found)
         if pixels.shape != image_shape:
             raise UnsupportedError(f"arrayio: kdb episode {images.position} camera {camera!r} changes "
