@@ -27,8 +27,9 @@ class _Budget:
     def __init__(self) -> None:
         self.lock = threading.RLock()
         self.held = 0
-        self._order: OrderedDict[tuple[int, int], weakref.ref[_BlockCache]] = OrderedDict()
+        self._order: OrderedDict[tuple[int, int], None] = OrderedDict()  # (cache id, start), oldest first
         self._sizes: dict[int, dict[int, int]] = {}  # cache id -> {start: bytes}
+        self._caches: dict[int, weakref.ref[_BlockCache]] = {}
 
     @staticmethod
     def limit() -> int:
@@ -38,6 +39,7 @@ class _Budget:
     def join(self, cache: _BlockCache) -> None:
         """Count ``cache``'s extents from now on; they stop counting when it is collected."""
         self._sizes[id(cache)] = {}
+        self._caches[id(cache)] = weakref.ref(cache)
         weakref.finalize(cache, self._forget, id(cache))
 
     def touch(self, cache: _BlockCache, start: int) -> None:
@@ -46,13 +48,13 @@ class _Budget:
 
     def added(self, cache: _BlockCache, start: int, size: int) -> None:
         """Count a new extent, then drop the least recently used ones anywhere while all hold too much."""
-        self._order[(id(cache), start)] = weakref.ref(cache)
+        self._order[(id(cache), start)] = None
         self._sizes[id(cache)][start] = size
         self.held += size
         limit = self.limit()
         while self.held > limit and len(self._order) > 1:
-            (owner_id, oldest), owner = next(iter(self._order.items()))
-            held_by = owner()
+            owner_id, oldest = next(iter(self._order))
+            held_by = self._caches[owner_id]()
             if held_by is None:  # collected, its finalizer not yet run
                 self._forget(owner_id)
             else:
@@ -65,6 +67,7 @@ class _Budget:
 
     def _forget(self, cache_id: int) -> None:
         with self.lock:
+            self._caches.pop(cache_id, None)
             for start, size in self._sizes.pop(cache_id, {}).items():
                 self._order.pop((cache_id, start), None)
                 self.held -= size

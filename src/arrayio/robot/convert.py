@@ -64,17 +64,16 @@ def ingest_hdf5(source: Any, target: Any, *, compress: str | None = "jpeg", qual
         raise
     except OSError as error:  # h5py's message names neither the file nor what it is not
         raise FormatError(f"HDF5: not an HDF5 file ({error})", format="HDF5").naming(os.fsdecode(source)) from None
-    with opened as hdf5:
+    # A file that is not in robomimic's layout names itself; the output is not published.
+    with opened as hdf5, naming_file(os.fsdecode(source)):
         if "data" not in hdf5:
-            raise FormatError("HDF5: no 'data' group (not a robomimic-layout file)", format="HDF5").naming(
-                os.fsdecode(source))
+            raise FormatError("HDF5: no 'data' group (not a robomimic-layout file)", format="HDF5")
         data = hdf5["data"]
         if task is None:
             task = _robomimic_task(data.attrs.get("env_args"))
         demos = sorted((name for name in data if _DEMO.match(name)), key=_demo_number)
         written = 0
-        # A demo that is not what robomimic writes names this file; the output is not published.
-        with Writer(target, compress=compress, quality=quality) as writer, naming_file(os.fsdecode(source)):
+        with Writer(target, compress=compress, quality=quality) as writer:
             for done, name in enumerate(demos):
                 written += _ingest_demo(writer, data[name], name, embodiment=embodiment, task=task, fps=fps)
                 progress(done + 1, len(demos))
